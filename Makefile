@@ -1,0 +1,32 @@
+# latencyboard — `make run` starts everything, `make test` runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test lint bench-ingest clean
+
+# The virtualenv is (re)built whenever pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -e '.[local,dev]'
+	touch $@
+
+run: $(VENV)/.installed
+	$(PY) -m latencyboard.local $(ARGS)
+
+test: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+	$(PY) -m pytest $(ARGS)
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+bench-ingest: $(VENV)/.installed
+	$(PY) benchmarks/bench_ingest.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) var/log var/test

@@ -1,0 +1,208 @@
+"""Settings for latencyboard, all read from the environment.
+
+Local defaults are safe and need nothing set: ``make run`` starts an embedded PostgreSQL and
+Redis on the ports below. With ``DEBUG=false`` the secrets and hosts have no defaults and a
+missing one stops start-up with ``ImproperlyConfigured``. ``docker/.env.example`` lists every
+variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from latencyboard.env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("LATENCYBOARD_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", True)
+
+EMBEDDED_PG_PORT = env_int("EMBEDDED_PG_PORT", 54329, minimum=1, maximum=65535)
+EMBEDDED_REDIS_PORT = env_int("EMBEDDED_REDIS_PORT", 56379, minimum=1, maximum=65535)
+
+
+def _required_in_production(name: str, local_default: str) -> str:
+    value = env_str(name)
+    if value:
+        return value
+    if DEBUG:
+        return local_default
+    raise ImproperlyConfigured(f"{name} must be set when DEBUG is off")
+
+
+SECRET_KEY = _required_in_production(
+    "SECRET_KEY", "local-development-only-key-never-used-with-debug-off-3f9a1c7e5b2d8046"
+)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or (["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must be set when DEBUG is off")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+DATABASE_URL = _required_in_production(
+    "DATABASE_URL", f"postgresql://postgres@127.0.0.1:{EMBEDDED_PG_PORT}/latencyboard"
+)
+REDIS_URL = _required_in_production("REDIS_URL", f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0")
+
+try:
+    _database = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from exc
+if _database["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgresql://…)")
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "latencyboard.teams",
+    "latencyboard.pipelines",
+    "latencyboard.spans",
+    "latencyboard.local",
+    "ingest",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "latencyboard.urls"
+ASGI_APPLICATION = "latencyboard.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+if not DEBUG:
+    # Served by WhiteNoise from STATIC_ROOT in production; Django serves them in DEBUG.
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+
+# Production hardening: on by default whenever DEBUG is off; a TLS-terminating proxy in front
+# sets X-Forwarded-Proto, which SECURE_PROXY_SSL_HEADER trusts only when asked to.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Probes speak plain HTTP to the container; everything else is redirected to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "latencyboard API",
+    "DESCRIPTION": "Per-stage latency percentiles, SLAs and traces of ML inference pipelines.",
+    "VERSION": "0.1.0",
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "spans.ensure-partitions": {
+        "task": "spans.ensure_partitions",
+        "schedule": 3600.0,
+        "options": {"expires": 3000},
+    },
+    "spans.drop-expired-partitions": {
+        "task": "spans.drop_expired_partitions",
+        "schedule": 3600.0,
+        "options": {"expires": 3000},
+    },
+}
+
+RETENTION_DAYS = env_int("RETENTION_DAYS", 30, minimum=1)
+PARTITIONS_AHEAD_DAYS = env_int("PARTITIONS_AHEAD_DAYS", 3, minimum=1, maximum=60)
+
+INGEST_HTTP_PORT = env_int("INGEST_HTTP_PORT", 4318, minimum=1, maximum=65535)
+INGEST_GRPC_PORT = env_int("INGEST_GRPC_PORT", 4317, minimum=1, maximum=65535)
+INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
+INGEST_THREADS = env_int("INGEST_THREADS", 8, minimum=1, maximum=64)
+
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r} is not a log level (DEBUG…CRITICAL)")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+}

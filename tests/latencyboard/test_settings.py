@@ -1,0 +1,65 @@
+"""Settings as an operator meets them: processes started with a given environment."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.support import PYTHON, ROOT
+
+PRODUCTION = {
+    "PATH": "/usr/bin:/bin",
+    "DEBUG": "false",
+    "SECRET_KEY": "p9#u2@x!k7$w4&c1^r8*z5(q3)m6-t0+e_y;f~a|o.l:n/s?j<v>b=d%g{h}i[rZ",
+    "DATABASE_URL": "postgresql://latencyboard:pw@db.internal:5432/latencyboard",
+    "REDIS_URL": "redis://redis.internal:6379/0",
+    "ALLOWED_HOSTS": "latency.example.com",
+}
+
+
+def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_deploy_check_with_production_settings_reports_nothing():
+    result = _manage(PRODUCTION, "check", "--deploy", "--fail-level", "WARNING")
+
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+@pytest.mark.parametrize("missing", ["SECRET_KEY", "DATABASE_URL", "REDIS_URL", "ALLOWED_HOSTS"])
+def test_production_refuses_to_start_without_a_required_setting(missing):
+    env = {k: v for k, v in PRODUCTION.items() if k != missing}
+
+    result = _manage(env, "check")
+
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert missing in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("DEBUG", "sometimes", "is not a boolean"),
+        ("RETENTION_DAYS", "thirty", "is not an integer"),
+        ("INGEST_HTTP_PORT", "99999", "above the maximum"),
+        ("DATABASE_URL", "mysql://x@y/z", "must point at PostgreSQL"),
+    ],
+    ids=["debug", "retention", "port", "not-postgres"],
+)
+def test_malformed_values_are_configuration_errors(name, value, message):
+    result = _manage({**PRODUCTION, name: value}, "check")
+
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_local_defaults_need_no_environment():
+    result = _manage({"PATH": "/usr/bin:/bin"}, "check")
+
+    assert result.returncode == 0, result.stderr
