@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from latencyboard.teams import services
+from latencyboard.teams.models import IngestToken, Membership, Team
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "created_at"]
+    search_fields = ["name", "slug"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline]
+
+
+@admin.register(IngestToken)
+class IngestTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "team", "prefix", "created_at", "created_by", "revoked_at"]
+    list_filter = ["team", ("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "prefix", "team__name"]
+    readonly_fields = ["prefix", "created_at", "created_by", "revoked_at"]
+    actions = ["revoke"]
+
+    def get_fields(  # type: ignore[override]
+        self, request: HttpRequest, obj: IngestToken | None = None
+    ) -> list[str]:
+        if obj is None:
+            return ["team", "name", "rate_limit"]
+        return ["team", "name", "rate_limit", "prefix", "created_at", "created_by", "revoked_at"]
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: IngestToken | None = None
+    ) -> list[str]:
+        if obj is None:
+            return []
+        return ["team", *self.readonly_fields]
+
+    def save_model(self, request: HttpRequest, obj: IngestToken, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        issued = services.issue_ingest_token(
+            obj.team,
+            obj.name,
+            created_by=request.user if isinstance(request.user, User) else None,
+            rate_limit=obj.rate_limit,
+        )
+        obj.pk = issued.token.pk
+        obj.prefix, obj.digest = issued.token.prefix, issued.token.digest
+        messages.warning(
+            request,
+            f"Ingest token for {obj.team}: {issued.plaintext} — "
+            "copy it now, it is not shown again.",
+        )
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[IngestToken]) -> None:
+        count = services.revoke_ingest_tokens(queryset)
+        messages.success(request, f"Revoked {count} token(s).")

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.teams import tokens
+from latencyboard.teams.models import IngestToken, Role
+from latencyboard.teams.services import issue_ingest_token
+from tests.factories import make_team, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def test_issued_token_is_stored_only_as_its_hash():
+    team = make_team()
+
+    issued = issue_ingest_token(team, "collector")
+
+    row = IngestToken.objects.get(pk=issued.token.pk)
+    assert issued.plaintext.startswith("lb_")
+    assert row.digest == tokens.digest(issued.plaintext)
+    assert issued.plaintext not in {row.digest, row.prefix, row.name}
+    assert row.prefix == issued.plaintext[: tokens.DISPLAY_LENGTH]
+
+
+def test_login_page_is_served(client):
+    response = client.get("/login/")
+
+    assert response.status_code == 200
+    assert b'name="password"' in response.content
+
+
+def test_anonymous_visitor_is_sent_to_login(client):
+    response = client.get("/")
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+
+
+def test_member_sees_own_pipelines_and_outsider_sees_none(client):
+    # given two teams, each with a pipeline, and a member of the first only
+    ours, theirs = make_team("ours"), make_team("theirs")
+    Pipeline.objects.create(team=ours, service_name="fraud-scorer")
+    Pipeline.objects.create(team=theirs, service_name="secret-recommender")
+    member = make_user(ours)
+
+    # when the member opens the overview
+    client.force_login(member)
+    page = client.get("/").content.decode()
+
+    # then only their team's pipeline is listed
+    assert "fraud-scorer" in page
+    assert "secret-recommender" not in page
+
+
+def test_user_without_team_sees_no_pipelines(client):
+    Pipeline.objects.create(team=make_team(), service_name="fraud-scorer")
+    client.force_login(make_user())
+
+    page = client.get("/").content.decode()
+
+    assert "fraud-scorer" not in page
+    assert "not a member of any team" in page
+
+
+def test_admin_creates_token_and_sees_it_once(admin_client):
+    # given a team
+    team = make_team()
+
+    # when an admin adds an ingest token
+    response = admin_client.post(
+        "/admin/teams/ingesttoken/add/", {"team": team.pk, "name": "prod collector"}, follow=True
+    )
+
+    # then the plaintext is shown in that response and matches the stored hash
+    shown = re.search(r"(lb_[A-Za-z0-9_\-]{43})", response.content.decode())
+    assert shown is not None
+    token = IngestToken.objects.get(team=team)
+    assert token.digest == tokens.digest(shown.group(1))
+    # and the token's own page does not show it again
+    page = admin_client.get(f"/admin/teams/ingesttoken/{token.pk}/change/").content.decode()
+    assert shown.group(1) not in page
+
+
+def test_admin_revokes_tokens(admin_client):
+    issued = issue_ingest_token(make_team(), "old")
+
+    admin_client.post(
+        "/admin/teams/ingesttoken/",
+        {"action": "revoke", "_selected_action": [issued.token.pk]},
+    )
+
+    assert IngestToken.objects.get(pk=issued.token.pk).revoked_at is not None
+
+
+def test_non_staff_member_cannot_open_admin(client):
+    client.force_login(make_user(make_team(), Role.ADMIN))
+
+    response = client.get("/admin/teams/ingesttoken/")
+
+    assert response.status_code == 302
+    assert get_user_model().objects.filter(is_staff=True).count() == 0
