@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class PipelinesConfig(AppConfig):
+    name = "latencyboard.pipelines"
+    label = "pipelines"

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import re
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from latencyboard.pipelines import mapping
+from latencyboard.teams.models import Team
+
+
+class Pipeline(models.Model):
+    """What a team watches: one ``service.name`` in one deployment environment."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="pipelines")
+    service_name = models.CharField(max_length=255)
+    environment = models.CharField(max_length=100, blank=True, default="")
+    stage_cap = models.PositiveIntegerField(
+        default=mapping.DEFAULT_STAGE_CAP,
+        help_text=f"Distinct stages kept; spans of further stages count as "
+        f"'{mapping.OVERFLOW_STAGE}'.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "service_name", "environment"], name="pipeline_identity_unique"
+            )
+        ]
+        ordering = ["service_name", "environment"]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.service_name} ({self.environment})" if self.environment else self.service_name
+        )
+
+
+class Stage(models.Model):
+    """A step of a pipeline (``model_forward``, ``queue_wait``…): a dictionary row for spans."""
+
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="stages")
+    name = models.CharField(max_length=mapping.MAX_STAGE_NAME)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pipeline", "name"], name="stage_pipeline_name_unique")
+        ]
+        ordering = ["pipeline", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _validate_regex(value: str) -> None:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValidationError(f"Not a valid regular expression: {exc}") from exc
+
+
+class StageRule(models.Model):
+    """Maps spans without an ``inference.stage`` attribute to a stage, first match wins."""
+
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="stage_rules")
+    position = models.PositiveIntegerField(default=0)
+    stage = models.CharField(max_length=mapping.MAX_STAGE_NAME)
+    name_pattern = models.CharField(
+        max_length=255, blank=True, validators=[_validate_regex], help_text="Regex on span name"
+    )
+    attribute = models.CharField(max_length=255, blank=True, help_text="Span attribute key")
+    value_pattern = models.CharField(
+        max_length=255,
+        blank=True,
+        validators=[_validate_regex],
+        help_text="Regex on the attribute's value",
+    )
+
+    class Meta:
+        ordering = ["pipeline", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"→ {self.stage}"
+
+    def clean(self) -> None:
+        if not (self.name_pattern or self.attribute):
+            raise ValidationError("A rule needs a name pattern or an attribute to match.")
+
+    def as_rule(self) -> mapping.Rule:
+        return mapping.Rule(
+            stage=self.stage,
+            name_pattern=self.name_pattern,
+            attribute=self.attribute,
+            value_pattern=self.value_pattern,
+        )
