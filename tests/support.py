@@ -1,0 +1,52 @@
+"""Helpers for tests that start product processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from latencyboard.local.embedded import port_is_open
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+@dataclass
+class RunningProcess:
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_process(
+    argv: list[str], env: dict[str, str], log_path: Path, ready_port: int | None = None
+) -> RunningProcess:
+    """Start a product process and wait until ``ready_port`` accepts connections."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    running = RunningProcess(process, log_path)
+    deadline = time.monotonic() + 60
+    while ready_port is not None and not port_is_open(ready_port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop_process(running)
+            raise RuntimeError(f"{argv} did not start:\n{running.log()}")
+        time.sleep(0.1)
+    return running
+
+
+def stop_process(running: RunningProcess, timeout: float = 20) -> None:
+    if running.process.poll() is None:
+        running.process.terminate()
+        try:
+            running.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            running.process.kill()
+            running.process.wait()
