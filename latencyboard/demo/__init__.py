@@ -1,0 +1,1 @@
+"""Demo inference pipelines: realistic traffic profiles and an OTLP traffic generator."""
