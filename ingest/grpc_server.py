@@ -1,0 +1,52 @@
+"""The OTLP/gRPC listener (default port 4317): ``TraceService/Export``."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from ingest.service import IngestService
+
+
+class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, service: IngestService) -> None:
+        self.service = service
+
+    def Export(
+        self,
+        request: trace_service_pb2.ExportTraceServiceRequest,
+        context: grpc.ServicerContext,
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        metadata = {key.lower(): value for key, value in context.invocation_metadata()}
+        outcome = self.service.export_grpc(request, metadata)
+        if not outcome.ok:
+            if outcome.retry_after is not None:
+                context.set_trailing_metadata((("retry-after", str(outcome.retry_after)),))
+            context.abort(grpc.StatusCode(_code(outcome.grpc_code)), outcome.message)
+        response = trace_service_pb2.ExportTraceServiceResponse()
+        if outcome.rejected_spans or outcome.message:
+            response.partial_success.rejected_spans = outcome.rejected_spans
+            response.partial_success.error_message = outcome.message
+        return response
+
+
+def _code(number: int) -> tuple[int, str]:
+    for code in grpc.StatusCode:
+        if code.value[0] == number:
+            return code.value
+    raise ValueError(number)
+
+
+def make_server(service: IngestService, host: str, port: int, workers: int = 8) -> grpc.Server:
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
+        options=[
+            ("grpc.max_receive_message_length", service.max_body_bytes),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(service), server)
+    server.add_insecure_port(f"{host}:{port}")
+    return server

@@ -1,0 +1,38 @@
+"""Self-metrics of the ingest path, exposed at ``/metrics`` in Prometheus text format."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+REQUESTS = Counter(
+    "latencyboard_ingest_requests_total",
+    "Export requests answered, by protocol and status code.",
+    ["protocol", "code"],
+)
+SPANS_STORED = Counter(
+    "latencyboard_ingest_spans_stored_total", "Spans newly stored.", ["protocol"]
+)
+SPANS_DUPLICATE = Counter(
+    "latencyboard_ingest_spans_duplicate_total",
+    "Spans acknowledged again without storing (retried requests).",
+    ["protocol"],
+)
+SPANS_REJECTED = Counter(
+    "latencyboard_ingest_spans_rejected_total",
+    "Spans rejected as invalid (reported to clients as partial success).",
+    ["protocol"],
+)
+DB_ERRORS = Counter(
+    "latencyboard_ingest_db_errors_total", "Requests answered 503 because of the database."
+)
+REQUEST_SECONDS = Histogram(
+    "latencyboard_ingest_request_seconds",
+    "Time to answer an export request.",
+    ["protocol"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+BATCH_SPANS = Histogram(
+    "latencyboard_ingest_batch_spans",
+    "Spans per export request.",
+    buckets=(1, 8, 32, 128, 512, 1024, 2048, 8192, 32768),
+)

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from latencyboard.local.embedded import free_port
+from tests.support import PYTHON, start_process, stop_process
+
+
+@dataclass(frozen=True)
+class IngestServer:
+    http_port: int
+    grpc_port: int
+
+    @property
+    def traces_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}/v1/traces"
+
+
+@pytest.fixture(scope="session")
+def ingest_server(
+    child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[IngestServer]:
+    """The real ingest process (HTTP + gRPC listeners) on the test database."""
+    http_port, grpc_port = free_port(), free_port()
+    # A small body cap keeps the 413 tests cheap; a long retention admits the 2018 example.
+    env = dict(child_env, INGEST_MAX_BODY_BYTES=str(4 * 1024 * 1024), RETENTION_DAYS="4000")
+    running = start_process(
+        [PYTHON, "-m", "ingest", "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
+        env,
+        tmp_path_factory.mktemp("ingest") / "ingest.log",
+        ready_port=http_port,
+    )
+    yield IngestServer(http_port, grpc_port)
+    stop_process(running)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_web_ingest_pool(django_db_setup: None) -> Iterator[None]:
+    """The web app's /v1/traces keeps a connection pool; close it before the test DB is dropped."""
+    yield
+    from ingest.views import _service
+
+    if _service.cache_info().currsize:
+        _service().writer.close()
+        _service.cache_clear()
