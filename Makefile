@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # The virtualenv is (re)built whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e '.[local,dev]'
+	$(PY) -m pip install -qq -e '.[local,dev]'
 	touch $@
 
 run: $(VENV)/.installed
