@@ -68,6 +68,8 @@ INSTALLED_APPS = [
     "latencyboard.teams",
     "latencyboard.pipelines",
     "latencyboard.spans",
+    "latencyboard.rollups",
+    "latencyboard.sla",
     "latencyboard.local",
     "ingest",
 ]
