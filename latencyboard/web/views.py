@@ -21,7 +21,8 @@ def home(request: HttpRequest) -> HttpResponse:
         {
             "teams": teams,
             "pipelines": pipelines,
-            "ingest_http_port": settings.INGEST_HTTP_PORT,
+            "otlp_http_endpoint": f"http://{request.get_host().rsplit(':', 1)[0]}"
+            f":{settings.INGEST_HTTP_PORT}",
             "ingest_grpc_port": settings.INGEST_GRPC_PORT,
         },
     )

@@ -103,3 +103,13 @@ def test_non_staff_member_cannot_open_admin(client):
 
     assert response.status_code == 302
     assert get_user_model().objects.filter(is_staff=True).count() == 0
+
+
+def test_empty_state_shows_how_to_point_an_sdk_here(client, settings):
+    settings.ALLOWED_HOSTS = ["latency.example.com"]
+    client.force_login(make_user(make_team()))
+
+    page = client.get("/", HTTP_HOST="latency.example.com:8000").content.decode()
+
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://latency.example.com:4318" in page
+    assert "OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer" in page
