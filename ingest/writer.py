@@ -1,23 +1,30 @@
 """Stores decoded spans: one export request, one transaction, each span at most once.
 
-Spans are COPYed (binary) into a per-connection temporary table, then moved into the
-partitioned span table with ``INSERT … ON CONFLICT DO NOTHING`` on the span's identity, so a
-retried request stores nothing twice. The ingest batch row is written by the same statement,
-and the transaction commits before the client is told ``200``.
+A new request is COPYed (binary) straight into the partitioned span table together with its
+ingest batch row. A retried request hits the table's unique index on the span identity, rolls
+back, and goes again through a per-connection staging table and ``INSERT … ON CONFLICT DO
+NOTHING``, so it stores only what is missing. Either way the transaction commits before the
+client is told ``200``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+import struct
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import psycopg
+from psycopg.abc import Buffer
+from psycopg.adapt import Dumper
+from psycopg.postgres import types as pg_types
+from psycopg.pq import Format
 from psycopg_pool import ConnectionPool
 
 from ingest.decoding import DecodedSpan
@@ -29,14 +36,14 @@ logger = logging.getLogger(__name__)
 SERVER_KIND = 2
 _DICTIONARY_TTL = 30.0
 
-_STAGING = """
-CREATE TEMP TABLE IF NOT EXISTS span_staging (
-    pipeline_id bigint, stage_id bigint, trace_id uuid, span_id bigint, parent_span_id bigint,
-    name text, kind smallint, status_code smallint, status_message text, start_us bigint,
-    duration_ns bigint, is_root boolean, attributes text
-) ON COMMIT DELETE ROWS
-"""
-_STAGING_TYPES = [
+# Columns in COPY order; the fast path writes them straight into spans_span.
+_COLUMNS = (
+    "team_id, batch_id, pipeline_id, stage_id, trace_id, span_id, parent_span_id, name, kind, "
+    "status_code, status_message, start_time, duration_ns, is_root, attributes"
+)
+_TYPES = [
+    "int8",
+    "int8",
     "int8",
     "int8",
     "uuid",
@@ -46,35 +53,68 @@ _STAGING_TYPES = [
     "int2",
     "int2",
     "text",
-    "int8",
+    "timestamptz",
     "int8",
     "bool",
-    "text",
+    "jsonb",
 ]
-_MOVE = """
-WITH batch AS (SELECT nextval('spans_ingestbatch_id_seq') AS id),
-stored AS (
-    INSERT INTO spans_span (
-        team_id, pipeline_id, stage_id, batch_id, trace_id, span_id, parent_span_id, name, kind,
-        status_code, status_message, start_time, duration_ns, is_root, attributes
-    )
-    SELECT %(team)s, pipeline_id, stage_id, (SELECT id FROM batch), trace_id, span_id,
-           parent_span_id, name,
-           kind, status_code, status_message,
-           'epoch'::timestamptz + start_us * interval '1 microsecond', duration_ns, is_root,
-           attributes::jsonb
-    FROM span_staging
+_STAGING = """
+CREATE TEMP TABLE IF NOT EXISTS span_staging
+    (LIKE spans_span INCLUDING DEFAULTS) ON COMMIT DELETE ROWS
+"""
+_MOVE = f"""
+WITH stored AS (
+    INSERT INTO spans_span ({_COLUMNS})
+    SELECT {_COLUMNS} FROM span_staging
     ON CONFLICT DO NOTHING
     RETURNING 1
 )
+SELECT count(*) FROM stored
+"""  # noqa: S608 - a constant column list, no input
+_BATCH = """
 INSERT INTO spans_ingestbatch (
     id, team_id, received_at, protocol, stored_spans, duplicate_spans, rejected_spans
-)
-SELECT (SELECT id FROM batch), %(team)s, %(received)s, %(protocol)s, count(*),
-       %(total)s - count(*), %(rejected)s
-FROM stored
-RETURNING id, stored_spans
+) VALUES (%s, %s, %s, %s, %s, %s, %s)
 """
+_PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01, PostgreSQL's timestamp epoch, in Unix µs
+_pack_int8 = struct.Struct(">q").pack
+
+
+class _RawUuid(bytes):
+    """A 16-byte trace id to be sent as ``uuid`` as it is, without building a ``uuid.UUID``."""
+
+
+class _UnixMicros(int):
+    """A start time in Unix microseconds, sent as ``timestamptz`` without a ``datetime``."""
+
+
+class _JsonBytes(bytes):
+    """Attributes already serialised to JSON, sent as ``jsonb``."""
+
+
+class _RawUuidDumper(Dumper):
+    format = Format.BINARY
+    oid = pg_types["uuid"].oid
+
+    def dump(self, obj: Any) -> Buffer:
+        return bytes(obj)
+
+
+class _UnixMicrosDumper(Dumper):
+    format = Format.BINARY
+    oid = pg_types["timestamptz"].oid
+
+    def dump(self, obj: Any) -> Buffer:
+        return _pack_int8(obj - _PG_EPOCH_US)
+
+
+class _JsonbBytesDumper(Dumper):
+    format = Format.BINARY
+    oid = pg_types["jsonb"].oid
+
+    def dump(self, obj: Any) -> Buffer:
+        # jsonb's binary form is a version byte (1) followed by the JSON text.
+        return b"\x01" + obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,27 +132,83 @@ def _span_id(raw: bytes | None) -> int | None:
     return None if raw is None else int.from_bytes(raw, "big", signed=True)
 
 
-_START_US = 9
+_START_US = 9  # index of the start time in a row of SpanWriter._rows()
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    team_id: int
+    received_at: dt.datetime
+    protocol: str
+    rejected: int
+
+
+def _store(conn: psycopg.Connection, rows: list[tuple[object, ...]], batch: _Batch) -> WriteResult:
+    """COPY straight into spans_span; a request seen before takes the idempotent path.
+
+    Nearly every request is new, so the cheap path is a plain COPY. A span already stored
+    makes that COPY fail with a unique violation and roll back; the rows then go through the
+    staging table and ``INSERT … ON CONFLICT DO NOTHING``, which stores only the new ones.
+    """
+    try:
+        return _copy(conn, rows, batch, direct=True)
+    except psycopg.errors.UniqueViolation:
+        return _copy(conn, rows, batch, direct=False)
+
+
+def _copy(
+    conn: psycopg.Connection, rows: list[tuple[object, ...]], batch: _Batch, *, direct: bool
+) -> WriteResult:
+    with conn.transaction(), conn.cursor() as cursor:
+        batch_row = cursor.execute("SELECT nextval('spans_ingestbatch_id_seq')").fetchone()
+        assert batch_row is not None
+        batch_id = int(batch_row[0])
+        prefix = (batch.team_id, batch_id)
+        target = "spans_span" if direct else "span_staging"
+        with cursor.copy(f"COPY {target} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_TYPES)
+            for row in rows:
+                copy.write_row(prefix + row)
+        stored = len(rows)
+        if not direct:
+            counted = cursor.execute(_MOVE).fetchone()
+            assert counted is not None
+            stored = int(counted[0])
+        cursor.execute(
+            _BATCH,
+            [
+                batch_id,
+                batch.team_id,
+                batch.received_at,
+                batch.protocol,
+                stored,
+                len(rows) - stored,
+                batch.rejected,
+            ],
+        )
+    return WriteResult(batch_id=batch_id, stored=stored, duplicates=len(rows) - stored)
 
 
 def _create_partitions(conn: psycopg.Connection, rows: list[tuple[object, ...]]) -> None:
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     days = {
-        partitions.DayPartition.of(epoch + dt.timedelta(microseconds=row[_START_US]))  # type: ignore[arg-type]
+        partitions.DayPartition.of(epoch + dt.timedelta(microseconds=int(row[_START_US])))  # type: ignore[call-overload]
         for row in rows
     }
     for partition in sorted(days, key=lambda p: p.day):
-        try:
-            with conn.transaction():
-                conn.execute(partition.create_sql())
-        except psycopg.errors.DuplicateTable:
-            pass  # another ingest process created it at the same moment
+        # Another ingest process may create the same day at the same moment.
+        with contextlib.suppress(psycopg.errors.DuplicateTable):
+            conn.execute(partition.create_sql())
     logger.info("ingest.partitions_created", extra={"days": sorted(str(p.day) for p in days)})
 
 
 def _configure(conn: psycopg.Connection) -> None:
+    # COPY picks dumpers by column type: these replace the uuid/timestamptz/jsonb ones on the
+    # writer's own connections only, so rows can carry raw bytes and integers.
+    conn.adapters.register_dumper(_RawUuid, _RawUuidDumper)
+    conn.adapters.register_dumper(_UnixMicros, _UnixMicrosDumper)
+    conn.adapters.register_dumper(_JsonBytes, _JsonbBytesDumper)
     conn.execute(_STAGING)
-    conn.commit()
 
 
 class _PipelineDirectory:
@@ -210,7 +306,9 @@ class SpanWriter:
             configure=_configure,
             open=True,
             timeout=timeout,
-            kwargs={"connect_timeout": max(1, int(timeout))},
+            # Autocommit, so dictionary rows (pipelines, stages) are committed before their
+            # ids are cached and shared with other threads; spans get explicit transactions.
+            kwargs={"connect_timeout": max(1, int(timeout)), "autocommit": True},
         )
         self.directory = _PipelineDirectory()
 
@@ -230,47 +328,18 @@ class SpanWriter:
         try:
             with self.pool.connection(timeout=self.timeout) as conn:
                 rows = self._rows(conn, team_id, spans)
-                conn.commit()
+                batch = _Batch(team_id, received_at, protocol, rejected)
                 try:
-                    return self._store(conn, team_id, rows, rejected, protocol, received_at)
+                    return _store(conn, rows, batch)
                 except psycopg.errors.CheckViolation:
                     # No partition for some day of these spans (a replay, or late spans):
                     # create the missing days and store again.
                     _create_partitions(conn, rows)
-                    return self._store(conn, team_id, rows, rejected, protocol, received_at)
+                    return _store(conn, rows, batch)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(str(exc)) from exc
         except TimeoutError as exc:  # PoolTimeout is a subclass
             raise DatabaseUnavailable("no database connection free") from exc
-
-    @staticmethod
-    def _store(
-        conn: psycopg.Connection,
-        team_id: int,
-        rows: list[tuple[object, ...]],
-        rejected: int,
-        protocol: str,
-        received_at: dt.datetime,
-    ) -> WriteResult:
-        with conn.transaction(), conn.cursor() as cursor:
-            with cursor.copy("COPY span_staging FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(_STAGING_TYPES)
-                for row in rows:
-                    copy.write_row(row)
-            cursor.execute(
-                _MOVE,
-                {
-                    "team": team_id,
-                    "received": received_at,
-                    "protocol": protocol,
-                    "total": len(rows),
-                    "rejected": rejected,
-                },
-            )
-            written = cursor.fetchone()
-        assert written is not None
-        batch_id, stored = int(written[0]), int(written[1])
-        return WriteResult(batch_id=batch_id, stored=stored, duplicates=len(rows) - stored)
 
     def _rows(
         self, conn: psycopg.Connection, team_id: int, spans: Sequence[DecodedSpan]
@@ -297,17 +366,17 @@ class SpanWriter:
                 (
                     pipeline_id,
                     stage_id,
-                    uuid.UUID(bytes=span.trace_id),
+                    _RawUuid(span.trace_id),
                     _span_id(span.span_id),
                     _span_id(span.parent_span_id),
                     span.name,
                     span.kind,
                     span.status_code,
                     span.status_message,
-                    span.start_ns // 1000,
+                    _UnixMicros(span.start_ns // 1000),
                     span.end_ns - span.start_ns,
                     span.parent_span_id is None or span.kind == SERVER_KIND,
-                    dumps(span.attributes).decode(),
+                    _JsonBytes(dumps(span.attributes)),
                 )
             )
         return rows
