@@ -1,0 +1,256 @@
+"""A throwaway latencyboard stack for benchmarks: PostgreSQL, schema, token, ingest servers.
+
+Everything lives in a fresh temporary directory and runs as a child of the benchmark: an
+embedded PostgreSQL 16 (default settings, so fsync and synchronous_commit stay on: figures
+must be those of a durable server), the migrated schema, one team with an ingest token, and
+any number of ``python -m ingest`` servers. ``BenchStack`` is a context manager whose exit
+stops every child it started and removes the directory, also on error and Ctrl-C; the
+children additionally die with us (PR_SET_PDEATHSIG) should we be killed outright.
+
+Shared by ``bench_ingest.py`` and later end-to-end benchmarks (percentiles, rollups).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, TracebackType
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as ``python benchmarks/x.py`` from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from latencyboard.local.embedded import EmbeddedPostgres, die_with_parent, free_port  # noqa: E402
+
+STOP_TIMEOUT = 15.0
+READY_TIMEOUT = 60.0
+
+_SETUP_SCRIPT = """
+from latencyboard.teams.models import Team
+from latencyboard.teams.services import issue_ingest_token
+team = Team.objects.create(name={name!r}, slug={name!r})
+print(team.id, issue_ingest_token(team, "benchmark").plaintext)
+"""
+
+
+def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM unwind like Ctrl-C, so ``finally`` blocks stop the children."""
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last lines of a log file, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return f"({path} does not exist)"
+
+
+@dataclass
+class IngestServer:
+    """One ``python -m ingest`` process (OTLP/HTTP + OTLP/gRPC) of the stack."""
+
+    http_port: int
+    grpc_port: int
+    threads: int | None
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self, env: dict[str, str]) -> None:
+        argv = [
+            sys.executable,
+            "-m",
+            "ingest",
+            "--host",
+            "127.0.0.1",
+            "--http-port",
+            str(self.http_port),
+            "--grpc-port",
+            str(self.grpc_port),
+        ]
+        if self.threads is not None:
+            argv += ["--threads", str(self.threads)]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Own process group: a terminal Ctrl-C reaches only us, and we stop it in order.
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        self._wait_ready()
+
+    def _healthy(self) -> bool:
+        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=2)
+        try:
+            conn.request("GET", "/healthz")
+            return conn.getresponse().status == 200
+        except OSError:
+            return False
+        finally:
+            conn.close()
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"ingest exited with code {self.process.returncode} while starting; "
+                    f"last lines of {self.log_path}:\n{tail(self.log_path)}"
+                )
+            if self._healthy():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"ingest on :{self.http_port} not ready within {READY_TIMEOUT:.0f}s")
+
+    def stop(self) -> None:
+        """SIGINT (uvicorn's graceful stop), then SIGKILL to whatever is left of its group."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(STOP_TIMEOUT)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+
+@dataclass
+class BenchStack:
+    """PostgreSQL with the migrated schema and a team token, plus ingest servers on demand.
+
+    ``keep=True`` leaves the temporary directory (data and logs) in place for a post-mortem;
+    ``log_dir`` receives a copy of the PostgreSQL and ingest logs when the stack stops.
+    """
+
+    keep: bool = False
+    log_dir: Path | None = None
+    team_name: str = "bench"
+    root: Path = field(init=False)
+    postgres: EmbeddedPostgres = field(init=False)
+    env: dict[str, str] = field(init=False)
+    team_id: int = field(init=False)
+    token: str = field(init=False)
+    ingest: list[IngestServer] = field(default_factory=list, init=False)
+
+    def __enter__(self) -> BenchStack:
+        self.root = Path(tempfile.mkdtemp(prefix="latencyboard-bench-"))
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def database_url(self) -> str:
+        return self.postgres.url
+
+    def _start(self) -> None:
+        self.postgres = EmbeddedPostgres(
+            self.root / "pg", free_port(), log_path=self.root / "postgres.log"
+        )
+        self.postgres.start()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env.update(
+            {
+                "DATABASE_URL": self.postgres.url,
+                "DJANGO_SETTINGS_MODULE": "latencyboard.settings",
+                "LATENCYBOARD_VAR_DIR": str(self.root / "var"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        self.env = env
+        self._manage("migrate", "--no-input")
+        team_id, token = self._manage("shell", "-c", _SETUP_SCRIPT.format(name=self.team_name))
+        self.team_id, self.token = int(team_id), token
+
+    def _manage(self, *args: str) -> list[str]:
+        """Run ``manage.py`` against the stack's database; the last stdout line, split."""
+        try:
+            result = subprocess.run(
+                [sys.executable, "manage.py", *args],
+                cwd=ROOT,
+                env=self.env,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"manage.py {args[0]} failed:\n{exc.stderr}") from exc
+        lines = result.stdout.strip().splitlines()
+        return lines[-1].split() if lines else []
+
+    def start_ingest(self, count: int = 1, threads: int | None = None) -> list[IngestServer]:
+        """Start ``count`` ingest servers, one after the other.
+
+        Sequentially because each creates the day partitions on start-up, and two doing it at
+        once may collide on CREATE TABLE.
+        """
+        started = []
+        for _ in range(count):
+            number = len(self.ingest)
+            server = IngestServer(
+                free_port(), free_port(), threads, self.root / f"ingest-{number}.log"
+            )
+            self.ingest.append(server)
+            server.start(self.env)
+            started.append(server)
+        return started
+
+    def _save_logs(self) -> None:
+        if self.log_dir is None or not hasattr(self, "root"):
+            return
+        shutil.rmtree(self.log_dir, ignore_errors=True)  # only this run's logs
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for log in self.root.glob("*.log"):
+            shutil.copy(log, self.log_dir / log.name)
+
+    def stop(self) -> None:
+        """Stop every child (ingest first, then PostgreSQL), then remove the directory."""
+        # A second Ctrl-C while stopping must not leave children behind.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for server in reversed(self.ingest):
+                server.stop()
+            if getattr(self, "postgres", None) is not None:
+                self.postgres.stop()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            self._save_logs()
+            if self.keep:
+                print(f"bench: kept {self.root}", file=sys.stderr)
+            else:
+                shutil.rmtree(self.root, ignore_errors=True)
