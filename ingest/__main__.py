@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import django
@@ -54,8 +56,13 @@ def main() -> None:
             log_level="warning",
         )
     )
+    # uvicorn re-raises the signal that stopped it once it has shut down; make SIGTERM an
+    # exit (and swallow Ctrl-C) so the gRPC server and the connection pool close cleanly too.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     try:
         server.run()
+    except KeyboardInterrupt:
+        pass
     finally:
         grpc_server.stop(grace=5).wait()
         executor.shutdown()
