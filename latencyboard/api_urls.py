@@ -1,0 +1,16 @@
+"""The REST API, mounted under ``/api/`` (schema at ``/api/schema/``, docs at ``/api/docs/``)."""
+
+from django.urls import include, path
+
+from latencyboard.pipelines.api import PipelineListView
+from latencyboard.rollups.api import PipelinePercentilesView
+
+urlpatterns = [
+    path("pipelines/", PipelineListView.as_view(), name="api-pipelines"),
+    path(
+        "pipelines/<int:pipeline_id>/percentiles/",
+        PipelinePercentilesView.as_view(),
+        name="api-pipeline-percentiles",
+    ),
+    path("", include("latencyboard.sla.urls")),
+]

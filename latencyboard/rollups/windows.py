@@ -1,0 +1,225 @@
+"""Which rollup rows answer a percentile query, and the step grid their figures fall on.
+
+Pure (no Django): aware UTC datetimes in, frozen dataclasses out.
+
+The rollup worker writes minute rows as spans arrive and compacts a whole hour into hour rows
+a few minutes after it ends, a whole day into day rows after its last hour; retention then
+drops minutes first, hours next. So the newest part of any window exists only in finer rows
+and the oldest only in coarser ones. A plan reads the window from one main resolution and
+its newest part, where that resolution has no rows yet, from finer ones (*segments*); the
+segments never overlap in time, so no span is counted twice.
+
+Step buckets are anchored at the Unix epoch, so a 1-hour step starts every bucket on the hour
+and a 1-day step at midnight UTC, whatever window is asked for. A step is accepted only when it
+nests with every rollup resolution: it divides an hour (1m, 5m, 15m, 30m), or is whole hours
+dividing a day (1h, 2h, 6h, 12h), or is whole days. Then every rollup row lies inside exactly
+one step bucket, whichever resolution is read, and falling back to a coarser resolution just
+widens the step to that resolution.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Resolution = Literal["minute", "hour", "day"]
+
+RESOLUTIONS: Final[tuple[Resolution, ...]] = ("minute", "hour", "day")
+"""Finest first; the values of ``latencyboard.rollups.models.Resolution``."""
+
+RESOLUTION_SECONDS: Final[Mapping[Resolution, int]] = {"minute": 60, "hour": 3600, "day": 86400}
+
+MAX_WINDOW: Final = dt.timedelta(days=400)
+"""Longest window a query may cover (a year plus a quarter, for year-over-year views)."""
+
+MAX_POINTS: Final = 5000
+"""Most step buckets times series one query may return (a chart has no use for more)."""
+
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_HOUR: Final = 3600
+_DAY: Final = 86400
+
+
+@dataclass(frozen=True)
+class StoredRows:
+    """Starts of the oldest and the newest stored row of one resolution (of one pipeline)."""
+
+    first: dt.datetime
+    last: dt.datetime
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Read rows of ``resolution`` starting in ``[start, end)``."""
+
+    resolution: Resolution
+    start: dt.datetime
+    end: dt.datetime
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """The rows to read and the step buckets to merge them into.
+
+    ``start`` and ``end`` are the requested window widened to whole steps; buckets are
+    ``[start + i * step, start + (i + 1) * step)`` for ``i < bucket_count``. ``step_seconds``
+    is the requested step, or the main resolution's length when the query fell back to rows
+    coarser than the step. ``segments`` cover the window in time order without overlap,
+    coarsest first; every resolution in them nests in the step.
+    """
+
+    start: dt.datetime
+    end: dt.datetime
+    step_seconds: int
+    segments: tuple[Segment, ...]
+
+    @property
+    def resolution(self) -> Resolution:
+        """The coarsest resolution read: the one most of a long window comes from."""
+        return self.segments[0].resolution
+
+    @property
+    def bucket_count(self) -> int:
+        """Number of step buckets in the window."""
+        return int((self.end - self.start).total_seconds()) // self.step_seconds
+
+
+def check_step(step_seconds: int) -> None:
+    """Raise ValueError unless the step nests with every resolution (see the module doc)."""
+    if step_seconds <= 0 or step_seconds % 60:
+        raise ValueError("The step must be a whole number of minutes.")
+    if step_seconds < _HOUR:
+        fits = _HOUR % step_seconds == 0
+    elif step_seconds < _DAY:
+        fits = step_seconds % _HOUR == 0 and _DAY % step_seconds == 0
+    else:
+        fits = step_seconds % _DAY == 0
+    if not fits:
+        raise ValueError(
+            "The step must divide an hour (e.g. 5m, 15m), be whole hours dividing a day "
+            "(e.g. 1h, 6h) or be whole days (e.g. 1d, 7d)."
+        )
+
+
+def check_window(start: dt.datetime, end: dt.datetime) -> None:
+    """Raise ValueError unless ``start < end`` and the window is at most ``MAX_WINDOW``."""
+    if start >= end:
+        raise ValueError("The window must end after it starts.")
+    if end - start > MAX_WINDOW:
+        raise ValueError(f"The window may span at most {MAX_WINDOW.days} days.")
+
+
+def align(
+    start: dt.datetime, end: dt.datetime, step_seconds: int
+) -> tuple[dt.datetime, dt.datetime]:
+    """Widen ``[start, end)`` to whole buckets of the epoch-anchored step grid."""
+    return _floor(start, step_seconds), _ceil(end, step_seconds)
+
+
+def point_count(start: dt.datetime, end: dt.datetime, step_seconds: int, series: int) -> int:
+    """Step buckets of the aligned window times ``series``: what ``MAX_POINTS`` limits."""
+    aligned_start, aligned_end = align(start, end, step_seconds)
+    return int((aligned_end - aligned_start).total_seconds()) // step_seconds * series
+
+
+def preferred_resolution(step_seconds: int) -> Resolution:
+    """The coarsest resolution that nests in the step: the fewest rows to merge per bucket."""
+    if step_seconds % _DAY == 0:
+        return "day"
+    if step_seconds % _HOUR == 0:
+        return "hour"
+    return "minute"
+
+
+def choose_resolution(
+    start: dt.datetime,
+    end: dt.datetime,
+    step_seconds: int,
+    stored: Mapping[Resolution, StoredRows | None],
+) -> Resolution:
+    """Pick the main resolution to read ``[start, end)`` at this step from.
+
+    ``stored`` gives the stored rows of each resolution (None: none). The preferred
+    resolution (:func:`preferred_resolution`) is chosen unless it lacks rows for an older
+    part of the window that another resolution still has: finer rows expire first
+    (retention), and a young pipeline may have no coarse rows yet. Then finer resolutions
+    are tried (they nest in the step too), then coarser ones (the caller widens the step to
+    them). When every candidate lacks something, the preferred one is chosen. Rows missing
+    at the newest end are not a reason to change: :func:`plan_window` reads finer rows there.
+    """
+    preferred = RESOLUTIONS.index(preferred_resolution(step_seconds))
+    finer = RESOLUTIONS[preferred - 1 :: -1] if preferred else ()
+    candidates = (RESOLUTIONS[preferred], *finer, *RESOLUTIONS[preferred + 1 :])
+    for resolution in candidates:
+        if not _lacks_older_rows(resolution, start, end, stored):
+            return resolution
+    return candidates[0]
+
+
+def plan_window(
+    start: dt.datetime,
+    end: dt.datetime,
+    step_seconds: int,
+    stored: Mapping[Resolution, StoredRows | None],
+) -> WindowPlan:
+    """Choose the main resolution (:func:`choose_resolution`), lay the step grid over the
+    window and split it into segments: the main resolution up to the end of its newest
+    row, then each finer one up to the end of its own, the finest to the end of the window.
+
+    Raises ValueError for a step or window that :func:`check_step` or :func:`check_window`
+    rejects.
+    """
+    check_step(step_seconds)
+    check_window(start, end)
+    main = choose_resolution(start, end, step_seconds, stored)
+    step = max(step_seconds, RESOLUTION_SECONDS[main])
+    aligned_start, aligned_end = align(start, end, step)
+    segments = []
+    segment_start = aligned_start
+    for resolution in RESOLUTIONS[RESOLUTIONS.index(main) :: -1]:
+        rows = stored.get(resolution)
+        if resolution == RESOLUTIONS[0]:
+            segment_end = aligned_end
+        elif rows is None:
+            continue
+        else:
+            newest_end = rows.last + dt.timedelta(seconds=RESOLUTION_SECONDS[resolution])
+            segment_end = min(max(newest_end, segment_start), aligned_end)
+        if segment_end > segment_start:
+            segments.append(Segment(resolution, segment_start, segment_end))
+            segment_start = segment_end
+    return WindowPlan(aligned_start, aligned_end, step, tuple(segments))
+
+
+def _lacks_older_rows(
+    resolution: Resolution,
+    start: dt.datetime,
+    end: dt.datetime,
+    stored: Mapping[Resolution, StoredRows | None],
+) -> bool:
+    """Whether another resolution holds rows inside the window from before this one's first."""
+    own = stored.get(resolution)
+    for other_resolution in RESOLUTIONS:
+        other = stored.get(other_resolution)
+        if other_resolution == resolution or other is None:
+            continue
+        # Compare at the coarser grain of the two: a pipeline's first spans at 10:37 give a
+        # minute row at 10:37 and an hour row at 10:00, and nothing is missing.
+        grain = max(RESOLUTION_SECONDS[resolution], RESOLUTION_SECONDS[other_resolution])
+        other_start = _floor(other.first, grain)
+        own_start = end if own is None else min(_floor(own.first, grain), end)
+        if max(other_start, start) < own_start:
+            return True
+    return False
+
+
+def _floor(moment: dt.datetime, seconds: int) -> dt.datetime:
+    elapsed = (moment - _EPOCH) // dt.timedelta(seconds=1)
+    return _EPOCH + dt.timedelta(seconds=elapsed - elapsed % seconds)
+
+
+def _ceil(moment: dt.datetime, seconds: int) -> dt.datetime:
+    floored = _floor(moment, seconds)
+    return floored if floored == moment else floored + dt.timedelta(seconds=seconds)
