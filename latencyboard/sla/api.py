@@ -1,0 +1,153 @@
+"""REST API of SLA objectives: list, create, read, delete, and attainment over time.
+
+Objectives of teams the user is not in do not exist here (404, never 403); within their own
+teams, members read and only admins create or delete (403).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from latencyboard.sla import queries, services
+from latencyboard.sla.models import Objective
+from latencyboard.sla.serializers import (
+    AttainmentQuerySerializer,
+    AttainmentSeriesSerializer,
+    ObjectiveCreateSerializer,
+    ObjectiveSerializer,
+)
+
+_ATTAINMENT_EXAMPLE = {
+    "start": "2026-11-20T00:00:00Z",
+    "end": "2026-11-20T02:00:00Z",
+    "step_seconds": 3600,
+    "buckets": [
+        {
+            "start": "2026-11-20T00:00:00Z",
+            "end": "2026-11-20T01:00:00Z",
+            "good": 998,
+            "total": 1000,
+            "attainment_percent": 99.8,
+        },
+        {
+            "start": "2026-11-20T01:00:00Z",
+            "end": "2026-11-20T02:00:00Z",
+            "good": 0,
+            "total": 0,
+            "attainment_percent": None,
+        },
+    ],
+    "window": {
+        "kind": "rolling_28d",
+        "start": "2026-10-23T12:01:00Z",
+        "end": "2026-11-20T12:01:00Z",
+    },
+    "summary": {
+        "good": 2_000_123,
+        "total": 2_001_000,
+        "bad": 877,
+        "target_percent": "99.900",
+        "attainment_percent": 99.95617191404298,
+        "met": True,
+        "allowed_bad": "2001.00000",
+        "remaining_bad": "1124.00000",
+        "consumed_percent": 43.828085957021486,
+        "remaining_percent": 56.171914042978514,
+    },
+}
+
+
+@extend_schema(tags=["slas"])
+@extend_schema_view(
+    list=extend_schema(summary="SLA objectives of my teams"),
+    retrieve=extend_schema(summary="One SLA objective"),
+)
+class ObjectiveViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[Objective],
+):
+    serializer_class = ObjectiveSerializer
+
+    def get_queryset(self) -> QuerySet[Objective]:
+        return queries.objectives_of(self.request.user)
+
+    @extend_schema(
+        summary="Create an SLA objective (team admins)",
+        description="Counts every retained span already rolled up; the rollup worker counts "
+        "the rest. The objective belongs to the pipeline's team.",
+        request=ObjectiveCreateSerializer,
+        responses={201: ObjectiveSerializer},
+    )
+    def create(self, request: Request) -> Response:
+        given = ObjectiveCreateSerializer(data=request.data, context={"request": request})
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        objective = services.create_objective(
+            team=data["pipeline"].team,
+            pipeline=data["pipeline"],
+            stage=data["stage"],
+            name=data["name"],
+            threshold_ms=float(data["threshold_ms"]),
+            target_percent=data["target_percent"],
+            window=data["window"],
+            created_by=request.user,
+        )
+        return Response(ObjectiveSerializer(objective).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(summary="Delete an SLA objective and its counters (team admins)")
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        services.delete_objective(self.get_object(), deleted_by=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="Attainment over time and error budget of the objective's window",
+        parameters=[
+            OpenApiParameter("start", OpenApiTypes.DATETIME, description="With end."),
+            OpenApiParameter("end", OpenApiTypes.DATETIME, description="Exclusive."),
+            OpenApiParameter(
+                "window",
+                OpenApiTypes.STR,
+                enum=["28d", "month"],
+                description="Instead of start and end: the last 28 days or this calendar "
+                "month (UTC). Neither: the objective's own window.",
+            ),
+            OpenApiParameter(
+                "step",
+                OpenApiTypes.STR,
+                description="Whole minutes, in seconds (3600) or ISO 8601 (PT1H); default 1 h.",
+            ),
+        ],
+        responses={200: AttainmentSeriesSerializer},
+        examples=[OpenApiExample("Two hours", value=_ATTAINMENT_EXAMPLE, response_only=True)],
+    )
+    @action(detail=True, methods=["get"])
+    def attainment(self, request: Request, pk: str | None = None) -> Response:
+        objective = self.get_object()
+        now = timezone.now()
+        given = AttainmentQuerySerializer(
+            data=request.query_params, context={"now": now, "default_window": objective.window}
+        )
+        given.is_valid(raise_exception=True)
+        series = queries.attainment(
+            objective,
+            given.validated_data["start"],
+            given.validated_data["end"],
+            given.validated_data["step"],
+            now,
+        )
+        return Response(AttainmentSeriesSerializer(series).data)

@@ -1,0 +1,188 @@
+"""SLA attainment and error budgets from exact minute counts (pure: numpy, no Django).
+
+Everything here works on integers summed from :class:`~latencyboard.sla.models.SlaMinute`
+rows, so an auditor re-counting raw spans gets the same numbers: whether an objective is met is
+decided in exact decimal arithmetic, and percentages are only for display.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+import numpy as np
+from numpy.typing import NDArray
+
+# The values of ``latencyboard.sla.models.Window``; repeated because this module stays pure.
+ROLLING_28D = "rolling_28d"
+CALENDAR_MONTH = "calendar_month"
+
+MINUTE = dt.timedelta(minutes=1)
+# Enough for a year of hours or a quarter of 15-minute steps; more is no chart anyone reads.
+MAX_BUCKETS = 10_000
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The minutes whose start lies in ``[start, end)``."""
+
+    kind: str
+    start: dt.datetime
+    end: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """Counts of one step of a series; ``attainment_percent`` is None when nothing was counted."""
+
+    start: dt.datetime
+    end: dt.datetime
+    good: int
+    total: int
+    attainment_percent: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Attainment of one window against its target, and what is left of the error budget.
+
+    ``allowed_bad`` is ``(1 - target) * total`` exactly (a decimal: 99.9% of 1,001 requests
+    allows 1.001 bad ones). Percentages of the budget are None when there is no budget to
+    divide by (nothing counted yet, or a 100% target); ``met`` is None when nothing was counted.
+    """
+
+    good: int
+    total: int
+    bad: int
+    target_percent: Decimal
+    attainment_percent: float | None
+    met: bool | None
+    allowed_bad: Decimal
+    remaining_bad: Decimal  # negative once the budget is overspent
+    consumed_percent: float | None
+    remaining_percent: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttainmentSeries:
+    """Per-step counts over ``[start, end)`` and the objective's own window as of now."""
+
+    start: dt.datetime
+    end: dt.datetime
+    step: dt.timedelta
+    buckets: tuple[Bucket, ...]
+    window: Window
+    summary: Budget
+
+
+def _utc(moment: dt.datetime) -> dt.datetime:
+    if moment.tzinfo is None:
+        raise ValueError("aware datetimes only")
+    return moment.astimezone(dt.UTC)
+
+
+def objective_window(kind: str, now: dt.datetime) -> Window:
+    """The window an objective is judged over, as of ``now``.
+
+    It ends after the current minute (whose counts may still grow): rolling 28 days is the
+    28 * 1,440 minutes up to and including it, a calendar month starts at midnight UTC on
+    the month's first day.
+    """
+    now = _utc(now)
+    end = floor_minute(now) + MINUTE
+    if kind == ROLLING_28D:
+        return Window(kind, end - dt.timedelta(days=28), end)
+    if kind == CALENDAR_MONTH:
+        return Window(kind, now.replace(day=1, hour=0, minute=0, second=0, microsecond=0), end)
+    raise ValueError(f"unknown window {kind!r}")
+
+
+def floor_minute(moment: dt.datetime) -> dt.datetime:
+    """The start of the minute ``moment`` lies in, in UTC."""
+    return _utc(moment).replace(second=0, microsecond=0)
+
+
+def bucket_count(start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> int:
+    """How many steps cover ``[start, end)``; the last one may be cut short by ``end``."""
+    if step <= dt.timedelta(0) or step % dt.timedelta(seconds=1):
+        raise ValueError("step must be a positive whole number of seconds")
+    span = _utc(end) - _utc(start)
+    if span <= dt.timedelta(0):
+        return 0
+    return -(-span // step)
+
+
+def unix_seconds(moment: dt.datetime) -> int:
+    """Whole seconds since the Unix epoch; sub-second parts are not allowed."""
+    since = _utc(moment) - _EPOCH
+    if since % dt.timedelta(seconds=1):
+        raise ValueError("whole seconds only")
+    return since // dt.timedelta(seconds=1)
+
+
+def attainment_percent(good: int, total: int) -> float | None:
+    """``good`` as a percentage of ``total``; None for no requests (not 100%).
+
+    One division of exact integers, so the float is the one nearest the true ratio.
+    """
+    if total == 0:
+        return None
+    return 100 * good / total
+
+
+def series(
+    start: dt.datetime,
+    end: dt.datetime,
+    step: dt.timedelta,
+    minutes: NDArray[np.int64],
+    good: NDArray[np.int64],
+    total: NDArray[np.int64],
+) -> tuple[Bucket, ...]:
+    """Sum minute counts into steps of ``step`` aligned to ``start``, empty steps included.
+
+    ``minutes`` are Unix seconds of each row's start (a minute, or an already summed bucket
+    aligned to ``start``); rows outside ``[start, end)`` are ignored. Sums stay int64.
+    """
+    n = bucket_count(start, end, step)
+    start_s, end_s = unix_seconds(start), unix_seconds(end)
+    step_s = step // dt.timedelta(seconds=1)
+    inside = (minutes >= start_s) & (minutes < end_s)
+    index = (minutes[inside] - start_s) // step_s
+    goods = np.zeros(n, dtype=np.int64)
+    totals = np.zeros(n, dtype=np.int64)
+    # add.at, not bincount: bincount's weights are float64 and would round large counts.
+    np.add.at(goods, index, good[inside])
+    np.add.at(totals, index, total[inside])
+    buckets = []
+    for i in range(n):
+        bucket_start = _utc(start) + i * step
+        bucket_end = min(bucket_start + step, _utc(end))
+        g, t = int(goods[i]), int(totals[i])
+        buckets.append(Bucket(bucket_start, bucket_end, g, t, attainment_percent(g, t)))
+    return tuple(buckets)
+
+
+def budget(good: int, total: int, target_percent: Decimal) -> Budget:
+    """Attainment and error budget of ``good`` out of ``total`` against ``target_percent``."""
+    if not 0 <= good <= total:
+        raise ValueError("need 0 <= good <= total")
+    bad = total - good
+    allowed = (100 - target_percent) * total / 100
+    remaining = allowed - bad
+    consumed_percent = float(100 * bad / allowed) if allowed else None
+    return Budget(
+        good=good,
+        total=total,
+        bad=bad,
+        target_percent=target_percent,
+        attainment_percent=attainment_percent(good, total),
+        # Exact: good / total >= target / 100, without a float in the way.
+        met=good * 100 >= target_percent * total if total else None,
+        allowed_bad=allowed,
+        remaining_bad=remaining,
+        consumed_percent=consumed_percent,
+        remaining_percent=None if consumed_percent is None else 100 - consumed_percent,
+    )
