@@ -1,0 +1,115 @@
+"""Headless Chromium against the real web process.
+
+Browser tests need Debian's ``chromium`` (``.ci/run`` installs it); where it is missing they
+are skipped with that reason. Playwright drives the system Chromium: it never downloads a
+browser of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from latencyboard.local.embedded import free_port
+from tests.support import PYTHON, ROOT, start_process, stop_process
+
+ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASSWORD = "a-browser-test-password-9"
+
+# Playwright's sync API keeps an event loop running in this thread, and Django refuses ORM
+# calls from a thread with a running loop; the tests' own ORM calls are plain sync code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/browser/" in str(item.path):
+            item.add_marker(pytest.mark.browser)
+            if CHROMIUM is None:
+                item.add_marker(
+                    pytest.mark.skip(reason="chromium is not installed (apt-get install chromium)")
+                )
+
+
+@dataclass(frozen=True)
+class LiveWeb:
+    url: str
+
+
+@pytest.fixture(scope="session")
+def live_web(
+    child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveWeb]:
+    """The ASGI web app under uvicorn, as `make run` starts it, on the test database."""
+    port = free_port()
+    running = start_process(
+        [
+            PYTHON,
+            "-m",
+            "uvicorn",
+            "latencyboard.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--lifespan",
+            "off",
+            "--no-access-log",
+        ],
+        child_env,
+        tmp_path_factory.mktemp("web") / "web.log",
+        ready_port=port,
+    )
+    yield LiveWeb(f"http://127.0.0.1:{port}")
+    stop_process(running)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: object, request: pytest.FixtureRequest) -> Iterator[object]:
+    """A fresh browser context per test, 1400x900, so sessions never leak between tests."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
+    tab = context.new_page()
+    tab.set_default_timeout(15_000)
+    yield tab
+    context.close()
+
+
+def screenshot(page: object, name: str) -> Path:
+    """Write a full-page screenshot to test-artifacts/screenshots/ for people to look at."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
+    return path
+
+
+def log_in(page: object, live_web: LiveWeb, username: str, password: str = PASSWORD) -> None:
+    page.goto(f"{live_web.url}/login/")  # type: ignore[attr-defined]
+    page.fill("#id_username", username)  # type: ignore[attr-defined]
+    page.fill("#id_password", password)  # type: ignore[attr-defined]
+    page.click("button[type=submit]")  # type: ignore[attr-defined]
+    page.wait_for_url(f"{live_web.url}/")  # type: ignore[attr-defined]
