@@ -120,6 +120,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "latencyboard.web.finders.PlotlyFinder",
+]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -186,10 +191,24 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
         "options": {"expires": 3000},
     },
+    "rollups.fold": {"task": "rollups.fold", "schedule": 5.0, "options": {"expires": 4}},
+    "rollups.compact": {"task": "rollups.compact", "schedule": 300.0, "options": {"expires": 240}},
+    "rollups.stage-shares": {
+        "task": "rollups.stage_shares",
+        "schedule": 60.0,
+        "options": {"expires": 50},
+    },
 }
 
 RETENTION_DAYS = env_int("RETENTION_DAYS", 30, minimum=1)
 PARTITIONS_AHEAD_DAYS = env_int("PARTITIONS_AHEAD_DAYS", 3, minimum=1, maximum=60)
+# Rollup rows kept per resolution: minutes are compacted into hours, hours into days first.
+ROLLUP_MINUTE_DAYS = env_int("ROLLUP_MINUTE_DAYS", 2, minimum=1)
+ROLLUP_HOUR_DAYS = env_int("ROLLUP_HOUR_DAYS", 90, minimum=1)
+ROLLUP_DAY_DAYS = env_int("ROLLUP_DAY_DAYS", 400, minimum=1)
+# Stage shares of a minute are computed this long after it ends, so that the spans of its
+# requests have arrived; spans stored later are left out of the shares (not of the rollups).
+STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)
 
 INGEST_HTTP_PORT = env_int("INGEST_HTTP_PORT", 4318, minimum=1, maximum=65535)
 INGEST_GRPC_PORT = env_int("INGEST_GRPC_PORT", 4317, minimum=1, maximum=65535)

@@ -1,0 +1,172 @@
+"""Folding spans into per-bucket latency rollups (pure: numpy and the sketch module, no Django).
+
+The rollup worker reads the spans of a few ingest batches as one binary value, their
+fixed-width :data:`SPAN_RECORD` concatenated server-side (five times faster to fetch than a
+binary ``COPY``, which costs a protocol message per row), decodes it into columns
+(:func:`decode_spans`) and groups them into one sketch per (pipeline, stage, minute) plus one
+per (pipeline, minute) of root spans, the pipeline's end-to-end latency (:func:`fold_minutes`).
+Coarser rows are merges of finer ones (:func:`combine`), so an hour holds exactly the buckets
+of its minutes.
+
+Folds come out sorted by (pipeline, stage with end to end first, bucket): the order in which
+the worker inserts and locks rows, so that concurrent workers never wait on each other in a
+cycle.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from latencyboard.sketch import Sketch, merge_many, sketches_by_group
+
+SPAN_RECORD: Final = (
+    "int8send(pipeline_id) || int8send(stage_id) || timestamptz_send(start_time)"
+    " || int8send(duration_ns) || boolsend(is_root) || boolsend(status_code = 2)"
+)
+"""One span as fixed-width binary, for ``string_agg(SPAN_RECORD, '')``: :func:`decode_spans`
+reads the concatenation. Every column is NOT NULL (a NULL would drop the record)."""
+
+_PG_EPOCH_US: Final = 946_684_800 * 10**6  # binary timestamptz counts from 2000-01-01 UTC
+_RECORD: Final = np.dtype(
+    [
+        ("pipeline_id", ">i8"),
+        ("stage_id", ">i8"),
+        ("start_us", ">i8"),
+        ("duration_ns", ">i8"),
+        ("is_root", "u1"),
+        ("is_error", "u1"),
+    ]
+)
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanColumns:
+    """Parallel arrays, one entry per span."""
+
+    pipeline_id: IntArray
+    stage_id: IntArray
+    is_root: BoolArray
+    minute: IntArray  # Unix seconds // 60, the minute index of ``sla.counting``
+    duration_ms: FloatArray
+    is_error: BoolArray
+
+    def __len__(self) -> int:
+        return len(self.pipeline_id)
+
+    def select(self, keep: BoolArray) -> SpanColumns:
+        """The spans where ``keep`` is true."""
+        return SpanColumns(
+            self.pipeline_id[keep],
+            self.stage_id[keep],
+            self.is_root[keep],
+            self.minute[keep],
+            self.duration_ms[keep],
+            self.is_error[keep],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """Latency of one stage of one pipeline over one bucket; ``stage_id`` None is end to end.
+
+    Count, sum, min and max are the sketch's own (exact, sum up to float rounding).
+    """
+
+    pipeline_id: int
+    stage_id: int | None
+    bucket: int  # start of the bucket, Unix seconds
+    error_count: int
+    sketch: Sketch
+
+
+def decode_spans(data: bytes) -> SpanColumns:
+    """Decode concatenated :data:`SPAN_RECORD` values into columns.
+
+    Raises ValueError for anything else (a torn record, a boolean that is neither 0 nor 1).
+    """
+    if len(data) % _RECORD.itemsize:
+        raise ValueError(f"{len(data)} bytes are not whole {_RECORD.itemsize}-byte span records")
+    records = np.frombuffer(data, dtype=_RECORD)
+    if np.any(records["is_root"] > 1) or np.any(records["is_error"] > 1):
+        raise ValueError("span records do not have the SPAN_RECORD layout")
+    start_us = records["start_us"].astype(np.int64) + _PG_EPOCH_US
+    return SpanColumns(
+        pipeline_id=records["pipeline_id"].astype(np.int64),
+        stage_id=records["stage_id"].astype(np.int64),
+        is_root=records["is_root"].astype(np.bool_),
+        minute=start_us // 60_000_000,
+        duration_ms=records["duration_ns"].astype(np.float64) / 1e6,
+        is_error=records["is_error"].astype(np.bool_),
+    )
+
+
+def fold_minutes(spans: SpanColumns) -> list[Fold]:
+    """One fold per (pipeline, stage, minute), plus one per (pipeline, minute) of root spans.
+
+    A root span counts twice, once for its stage and once end to end, as each is a latency the
+    dashboard shows. Sorted by (pipeline, stage with end to end first, bucket).
+    """
+    root = spans.is_root
+    # Stage 0 stands for end to end while grouping: database ids start at 1.
+    pipeline = np.concatenate([spans.pipeline_id, spans.pipeline_id[root]])
+    stage = np.concatenate([spans.stage_id, np.zeros(np.count_nonzero(root), dtype=np.int64)])
+    minute = np.concatenate([spans.minute, spans.minute[root]])
+    duration = np.concatenate([spans.duration_ms, spans.duration_ms[root]])
+    error = np.concatenate([spans.is_error, spans.is_error[root]])
+    if not len(pipeline):
+        return []
+
+    order = np.lexsort((minute, stage, pipeline))
+    pipeline, stage, minute = pipeline[order], stage[order], minute[order]
+    starts = np.empty(len(order), dtype=np.bool_)
+    starts[0] = True
+    starts[1:] = (
+        (pipeline[1:] != pipeline[:-1]) | (stage[1:] != stage[:-1]) | (minute[1:] != minute[:-1])
+    )
+    group = np.cumsum(starts) - 1
+    sketches = sketches_by_group(group, duration[order])
+    errors = np.bincount(group, weights=error[order]).astype(np.int64)
+    return [
+        Fold(p, s or None, m * 60, e, sketches[g])
+        for g, (p, s, m, e) in enumerate(
+            zip(
+                pipeline[starts].tolist(),
+                stage[starts].tolist(),
+                minute[starts].tolist(),
+                errors.tolist(),
+                strict=True,
+            )
+        )
+    ]
+
+
+def combine(rows: Iterable[tuple[int, int | None, int, int, Sketch | bytes]]) -> list[Fold]:
+    """Merge rows ``(pipeline_id, stage_id, bucket, error_count, sketch or its bytes)`` that
+    share (pipeline, stage, bucket) into one fold each.
+
+    ``rows`` must come sorted by (pipeline, stage, bucket), which also fixes the order the
+    sketches are merged in: merging the same rows again gives byte-identical sketches.
+    """
+    folds = []
+    for (pipeline_id, stage_id, bucket), group in itertools.groupby(rows, key=lambda r: r[:3]):
+        members = list(group)
+        folds.append(
+            Fold(
+                pipeline_id,
+                stage_id,
+                bucket,
+                sum(member[3] for member in members),
+                merge_many(member[4] for member in members),
+            )
+        )
+    return folds

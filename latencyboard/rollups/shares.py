@@ -1,0 +1,374 @@
+"""Where a request's time goes, stage by stage: self times summed per minute (pure: numpy only).
+
+The stage-share worker reads one pipeline's spans of some complete traces as one binary
+``COPY`` stream (:data:`SPAN_COLUMNS`, decoded by :func:`decode_trace_spans`) and turns them
+into one :class:`StageMinute` per (minute, stage) (:func:`stage_minutes`): the sums behind
+"mean self time per request" over all requests and over the slowest 1% of them.
+
+Definitions, all within one pipeline (a trace's spans of other pipelines are not read):
+
+- A *request* is a root span (``is_root``: no parent, or SERVER kind) with the spans below it,
+  down to but not including other root spans. Its minute is the minute its root started in.
+- A span's *self time* is its duration minus the union of its direct children's intervals,
+  each clipped to the span: children that overlap each other are subtracted once, children
+  partly outside their parent only for the part inside, children wholly outside not at all.
+  With children one after another inside their parent this is the duration minus the
+  children's durations, and a request's self times add up to its root's duration exactly.
+  Children that run concurrently (or outlive their parent) each keep their own self time, so
+  the self times then add up to more than the root's wall-clock time.
+- A root nested under a span of the same pipeline (a service calling itself) is not
+  subtracted from its parent, just as a call into another pipeline is not: from the caller's
+  side that time is the calling span's own. The nested root is a request of its own.
+- An *orphan* is a span whose parent was never received (lost, stored after the grace
+  period, or never instrumented). Nothing is subtracted for it from any ancestor, and its self
+  time, its full duration less its own children, goes to its own stage, in the request of its
+  trace's earliest root (ties: the lowest span id). Spans hanging under a cycle of parent ids
+  count as orphans too. In a trace without a root they count nowhere.
+- The *tail* of a minute is its slowest ``ceil(requests / 100)`` requests by root duration
+  (so at least one; ties go to the lower trace id, then the lower root span id).
+- A span id stored twice in one trace (with two start times) counts once, as either copy.
+
+Everything is done on whole arrays, never one Python step per span or trace: a backlog can
+be millions of spans. The sorts over all spans are on single int64 keys, several times
+faster in numpy than a ``lexsort`` of the same columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+SPAN_COLUMNS: Final = (
+    "trace_id, span_id, parent_span_id IS NOT NULL, coalesce(parent_span_id, 0), stage_id, "
+    "start_time, duration_ns, is_root"
+)
+"""The select list whose binary ``COPY … TO STDOUT`` output :func:`decode_trace_spans` reads."""
+
+_NS_PER_MINUTE: Final = 60 * 10**9
+_NS_PER_MS: Final = 10**6
+_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00"
+_HEADER_SIZE: Final = len(_SIGNATURE) + 8  # flags and header extension length, both int32
+_TRAILER: Final = b"\xff\xff"
+_PG_EPOCH_US: Final = 946_684_800 * 10**6  # binary timestamptz counts from 2000-01-01 UTC
+_ROW: Final = np.dtype(
+    [
+        ("fields", ">i2"),
+        ("trace_len", ">i4"),
+        ("trace_high", ">u8"),
+        ("trace_low", ">u8"),
+        ("span_len", ">i4"),
+        ("span_id", ">i8"),
+        ("has_parent_len", ">i4"),
+        ("has_parent", "u1"),
+        ("parent_len", ">i4"),
+        ("parent_span_id", ">i8"),
+        ("stage_len", ">i4"),
+        ("stage_id", ">i8"),
+        ("start_len", ">i4"),
+        ("start_us", ">i8"),
+        ("duration_len", ">i4"),
+        ("duration_ns", ">i8"),
+        ("root_len", ">i4"),
+        ("is_root", "u1"),
+    ]
+)
+_FIELD_COUNT: Final = 8
+_LENGTHS: Final = {
+    "trace_len": 16,
+    "span_len": 8,
+    "has_parent_len": 1,
+    "parent_len": 8,
+    "stage_len": 8,
+    "start_len": 8,
+    "duration_len": 8,
+    "root_len": 1,
+}
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSpans:
+    """Parallel arrays, one entry per span of one pipeline, in any order."""
+
+    trace: IntArray  # the trace's rank among the traces given: 0 … traces - 1
+    span_id: IntArray
+    parent_span_id: IntArray  # meaningful where ``has_parent``
+    has_parent: BoolArray
+    stage_id: IntArray
+    start_ns: IntArray  # Unix nanoseconds
+    duration_ns: IntArray
+    is_root: BoolArray
+
+    def __len__(self) -> int:
+        return len(self.span_id)
+
+
+@dataclass(frozen=True, slots=True)
+class StageMinute:
+    """One stage's self time over the requests of one minute, and over the minute's tail.
+
+    ``requests``, ``tail_requests`` and the two root sums describe the whole minute and are
+    the same for every stage of it. Sums are exact nanosecond sums, in milliseconds.
+    """
+
+    bucket: int  # start of the minute, Unix seconds
+    stage_id: int
+    requests: int
+    tail_requests: int
+    self_ms_sum: float
+    tail_self_ms_sum: float
+    root_ms_sum: float
+    tail_root_ms_sum: float
+
+
+def decode_trace_spans(data: bytes) -> TraceSpans:
+    """Decode a binary ``COPY (SELECT SPAN_COLUMNS …) TO STDOUT`` stream into columns.
+
+    Raises ValueError for anything but that layout (another column list, a NULL, a truncated
+    stream): every row has the same width, so the rows are read as one numpy record array.
+    Trace ids are ranked in byte order, the order PostgreSQL sorts uuids in.
+    """
+    if len(data) < _HEADER_SIZE + len(_TRAILER) or not data.startswith(_SIGNATURE):
+        raise ValueError("not a binary COPY stream")
+    if not data.endswith(_TRAILER):
+        raise ValueError("binary COPY stream without its trailer")
+    body = len(data) - _HEADER_SIZE - len(_TRAILER)
+    if body % _ROW.itemsize:
+        raise ValueError(f"binary COPY body of {body} bytes is not whole {_ROW.itemsize}-byte rows")
+    rows = np.frombuffer(data, dtype=_ROW, count=body // _ROW.itemsize, offset=_HEADER_SIZE)
+    if np.any(rows["fields"] != _FIELD_COUNT) or any(
+        np.any(rows[name] != length) for name, length in _LENGTHS.items()
+    ):
+        raise ValueError("binary COPY rows do not have the trace span columns' layout")
+    high, low = rows["trace_high"].astype(np.uint64), rows["trace_low"].astype(np.uint64)
+    by_trace = np.argsort(low)
+    by_trace = by_trace[np.argsort(high[by_trace], kind="stable")]
+    trace = np.empty(len(rows), dtype=np.int64)
+    trace[by_trace] = np.cumsum(_starts(high[by_trace], low[by_trace])) - 1
+    return TraceSpans(
+        trace=trace,
+        span_id=rows["span_id"].astype(np.int64),
+        parent_span_id=rows["parent_span_id"].astype(np.int64),
+        has_parent=rows["has_parent"].astype(np.bool_),
+        stage_id=rows["stage_id"].astype(np.int64),
+        start_ns=(rows["start_us"].astype(np.int64) + _PG_EPOCH_US) * 1000,
+        duration_ns=rows["duration_ns"].astype(np.int64),
+        is_root=rows["is_root"].astype(np.bool_),
+    )
+
+
+def self_time_ns(spans: TraceSpans) -> IntArray:
+    """Each span's self time in nanoseconds, in input order (0 for a repeated span id)."""
+    tree = _Tree.of(spans)
+    result = np.zeros(len(spans), dtype=np.int64)
+    result[tree.order] = tree.self_ns
+    return result
+
+
+def stage_minutes(spans: TraceSpans) -> list[StageMinute]:
+    """Sum the spans' self times per (minute of their request's root, stage).
+
+    A stage present in a request has its row even when its self time is 0, so every minute
+    with requests has a row for its roots' stages at least. Sorted by (minute, stage).
+    """
+    tree = _Tree.of(spans)
+    roots = np.flatnonzero(tree.is_root & tree.kept)  # in (trace, span id) order
+    if not len(roots):
+        return []
+    minute, duration = tree.minute[roots], tree.duration[roots]
+
+    # Each minute's requests, slowest first (a stable sort keeps ties in trace order): the
+    # first ceil(n / 100) of them are its tail.
+    by_speed = np.lexsort((-duration, minute))
+    first = _starts(minute[by_speed])
+    minute_start = np.flatnonzero(first)
+    minute_of_sorted = np.cumsum(first) - 1
+    requests = np.diff(np.append(minute_start, len(roots)))
+    rank = np.arange(len(roots)) - minute_start[minute_of_sorted]
+    minute_of = np.empty(len(roots), dtype=np.int64)
+    minute_of[by_speed] = minute_of_sorted
+    tail = np.empty(len(roots), dtype=np.bool_)
+    tail[by_speed] = rank < -(-requests[minute_of_sorted] // 100)
+    minutes = len(requests)
+    tail_requests = np.bincount(minute_of[tail], minlength=minutes)
+    root_ns = _sum_by(minute_of, duration, minutes)
+    tail_root_ns = _sum_by(minute_of[tail], duration[tail], minutes)
+
+    # Each counted span adds its self time to the cell (its request's minute, its stage).
+    root_number = np.full(len(tree.order), -1, dtype=np.int64)
+    root_number[roots] = np.arange(len(roots))
+    counted = tree.request >= 0
+    request = root_number[tree.request[counted]]
+    stage, self_ns = tree.stage[counted], tree.self_ns[counted]
+    stages = np.unique(stage)
+    cell = minute_of[request] * len(stages) + np.searchsorted(stages, stage)
+    cells = minutes * len(stages)
+    present = np.flatnonzero(np.bincount(cell, minlength=cells))
+    in_tail = tail[request]
+    self_sum = _sum_by(cell, self_ns, cells)
+    tail_self_sum = _sum_by(cell[in_tail], self_ns[in_tail], cells)
+
+    bucket = minute[by_speed[minute_start]] * 60
+    return [
+        StageMinute(
+            bucket=int(bucket[m]),
+            stage_id=int(stages[c % len(stages)]),
+            requests=int(requests[m]),
+            tail_requests=int(tail_requests[m]),
+            self_ms_sum=int(self_sum[c]) / _NS_PER_MS,
+            tail_self_ms_sum=int(tail_self_sum[c]) / _NS_PER_MS,
+            root_ms_sum=int(root_ns[m]) / _NS_PER_MS,
+            tail_root_ms_sum=int(tail_root_ns[m]) / _NS_PER_MS,
+        )
+        for c, m in zip(present.tolist(), (present // len(stages)).tolist(), strict=True)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Tree:
+    """The spans sorted by (trace, span id), with their requests and self times.
+
+    ``request`` is the position, in this order, of the root of the request the span counts
+    in (-1 for none).
+    """
+
+    order: IntArray
+    stage: IntArray
+    duration: IntArray
+    minute: IntArray
+    is_root: BoolArray
+    kept: BoolArray  # false for the repeats of a span id in its trace
+    request: IntArray
+    self_ns: IntArray
+
+    @classmethod
+    def of(cls, spans: TraceSpans) -> _Tree:
+        n = len(spans)
+        span_rank = np.empty(n, dtype=np.int64)
+        span_rank[np.argsort(spans.span_id)] = np.arange(n)
+        # Both parts are below n, so the key orders by (trace, span id) without overflow.
+        order = np.argsort(spans.trace * n + span_rank)
+        trace, span_id = spans.trace[order], spans.span_id[order]
+        start, duration = spans.start_ns[order], spans.duration_ns[order]
+        is_root = spans.is_root[order]
+        kept = _starts(trace, span_id)
+        linked = spans.has_parent[order] & kept & ~is_root
+        parent = _parents(trace, span_id, spans.parent_span_id[order], linked)
+        request = _requests(parent, trace, start, is_root & kept)
+        request[~kept] = -1
+        return cls(
+            order=order,
+            stage=spans.stage_id[order],
+            duration=duration,
+            minute=start // _NS_PER_MINUTE,
+            is_root=is_root,
+            kept=kept,
+            request=request,
+            self_ns=np.where(kept, duration - _covered(parent, start, duration), 0),
+        )
+
+
+def _parents(
+    trace: IntArray, span_id: IntArray, parent_id: IntArray, linked: BoolArray
+) -> IntArray:
+    """Position of the parent of each ``linked`` span, -1 where it is missing or the span
+    itself. The spans are sorted by (trace, span id): a binary search within each trace's
+    run, all traces in step, finds the first span with the parent's id."""
+    n = len(trace)
+    first = _starts(trace)
+    run_start = np.flatnonzero(first)
+    run_end = np.append(run_start[1:], n)
+    run = np.cumsum(first) - 1
+    child = np.flatnonzero(linked)
+    wanted = parent_id[child]
+    low, high = run_start[run[child]], run_end[run[child]]
+    end = high
+    while True:
+        searching = low < high
+        if not searching.any():
+            break
+        middle = (low + high) // 2
+        below = searching & (span_id[np.minimum(middle, n - 1)] < wanted)
+        low = np.where(below, middle + 1, low)
+        high = np.where(searching & ~below, middle, high)
+    found = (low < end) & (span_id[np.minimum(low, n - 1)] == wanted) & (low != child)
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[child[found]] = low[found]
+    return parent
+
+
+def _requests(parent: IntArray, trace: IntArray, start: IntArray, is_root: BoolArray) -> IntArray:
+    """Position of the root of each span's request, -1 for none (see the module doc)."""
+    n = len(parent)
+    ancestor = np.where(parent >= 0, parent, np.arange(n))
+    # Pointer jumping: after k rounds each span points 2**k levels up or at its top span, so
+    # these rounds reach the top of any chain. Roots have no parent: a chain stops at the
+    # first one. A chain into a cycle of parent ids ends on a span of the cycle, no root.
+    for _ in range(max(n, 1).bit_length() + 1):
+        higher = ancestor[ancestor]
+        if np.array_equal(higher, ancestor):
+            break
+        ancestor = higher
+    reaches_root = is_root[ancestor]
+
+    # Each trace's earliest root takes the spans that reach no root. The roots come in
+    # (trace, span id) order, which the stable sort keeps among equal starts.
+    roots = np.flatnonzero(is_root)
+    earliest = roots[np.lexsort((start[roots], trace[roots]))]
+    earliest = earliest[_starts(trace[earliest])]
+    trace_root = np.full(int(trace[-1]) + 1 if n else 0, -1, dtype=np.int64)
+    trace_root[trace[earliest]] = earliest
+    return np.where(reaches_root, ancestor, trace_root[trace])
+
+
+def _covered(parent: IntArray, start: IntArray, duration: IntArray) -> IntArray:
+    """Per span, the length of the union of its children's intervals clipped to it.
+
+    A sweep over the children's start (+1) and end (-1) events sorted by (parent, time): the
+    running depth is positive exactly where some child covers the parent, and as each
+    parent's events balance to zero the running sum needs no reset between parents.
+    """
+    covered = np.zeros(len(parent), dtype=np.int64)
+    child = np.flatnonzero(parent >= 0)
+    of = parent[child]
+    lower = np.maximum(start[child], start[of])
+    upper = np.minimum(start[child] + duration[child], start[of] + duration[of])
+    inside = upper > lower
+    of, lower, upper = of[inside], lower[inside], upper[inside]
+    events = 2 * len(of)
+    if not events:
+        return covered
+    owner = np.concatenate([of, of])
+    time = np.concatenate([lower, upper])
+    step = np.concatenate([np.ones(len(of), np.int64), np.full(len(of), -1, np.int64)])
+    time_rank = np.empty(events, dtype=np.int64)
+    time_rank[np.argsort(time)] = np.arange(events)
+    # Equal times may come in either order: no child ends where it starts, so the depth
+    # never goes below zero, and the gap between equal times adds nothing.
+    by_time = np.argsort(owner * events + time_rank)
+    owner, time = owner[by_time], time[by_time]
+    depth = np.cumsum(step[by_time])
+    # Positive depth after an event means the next event belongs to the same parent.
+    inner = np.flatnonzero(depth[:-1] > 0)
+    np.add.at(covered, owner[inner], time[inner + 1] - time[inner])
+    return covered
+
+
+def _starts(*keys: npt.NDArray[np.generic]) -> BoolArray:
+    """Where a run of equal consecutive key tuples starts (the arrays are sorted by them)."""
+    first = np.ones(len(keys[0]), dtype=np.bool_)
+    if len(first):
+        first[1:] = np.logical_or.reduce([key[1:] != key[:-1] for key in keys])
+    return first
+
+
+def _sum_by(group: IntArray, values: IntArray, count: int) -> IntArray:
+    """Exact int64 sums of ``values`` per group (bincount would add in float64)."""
+    sums = np.zeros(count, dtype=np.int64)
+    np.add.at(sums, group, values)
+    return sums
