@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from collections.abc import Iterator
 
@@ -10,8 +11,15 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from ingest.decoding import DecodedSpan
+from ingest.writer import SpanWriter
+from latencyboard.db import conninfo
+from latencyboard.rollups.models import Resolution, Rollup, StageShare
+from latencyboard.rollups.services import fold_pending_batches
+from latencyboard.rollups.tasks import compact, stage_shares
 from latencyboard.spans import partitions, tasks
 from latencyboard.spans.services import existing_partitions
+from tests.factories import make_team
 from tests.support import PYTHON, RunningProcess, start_process, stop_process
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
@@ -79,3 +87,55 @@ def test_expired_partitions_are_dropped_by_the_worker(worker: RunningProcess):
 
     # then the worker drops it
     assert _wait_for(lambda: old.name not in existing_partitions()), worker.log()
+
+
+def test_compaction_and_stage_share_tasks_run_in_the_worker(worker: RunningProcess):
+    # given three requests of a pipeline, stored and folded into minute rollups, an hour ago
+    team = make_team()
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=2)
+    spans = []
+    for request in range(3):
+        trace, root = os.urandom(16), os.urandom(8)
+        start = int((hour + dt.timedelta(minutes=request)).timestamp() * 1e9)
+        for name, parent, offset, duration in [
+            ("POST /score", None, 0, 30_000_000),
+            ("model_forward", root, 5_000_000, 20_000_000),
+        ]:
+            spans.append(
+                DecodedSpan(
+                    trace,
+                    root if parent is None else os.urandom(8),
+                    parent,
+                    name,
+                    2 if parent is None else 1,
+                    start + offset,
+                    start + offset + duration,
+                    0,
+                    "",
+                    "svc",
+                    "",
+                    name,
+                    {},
+                    0,
+                )
+            )
+    writer = SpanWriter(conninfo(), max_connections=1)
+    try:
+        writer.write(team.id, spans, rejected=0, protocol="test", received_at=timezone.now())
+    finally:
+        writer.close()
+    fold_pending_batches(timezone.now())
+
+    # when compaction and stage shares are sent through the broker
+    compact.delay()
+    stage_shares.delay()
+
+    # then the worker writes the hour rollup and the per-minute stage shares
+    def hour_row_count() -> int | None:
+        row = Rollup.objects.filter(
+            team=team, resolution=Resolution.HOUR, bucket_start=hour, stage=None
+        ).first()
+        return None if row is None else row.count
+
+    assert _wait_for(lambda: hour_row_count() == 3), worker.log()
+    assert _wait_for(lambda: StageShare.objects.filter(team=team).exists()), worker.log()
