@@ -20,9 +20,11 @@ sketch has ``min``, ``max`` and all quantiles ``NaN`` (check ``count == 0`` to t
 apart).
 
 Everything is vectorized: inserts, merges, bulk merges of serialized blobs
-(:func:`merge_many`), per-group construction (:func:`sketches_by_group`) and multi-quantile
-queries do a fixed number of numpy operations. There is never a Python loop per value or per
-bucket, only per sketch taken in or handed out (a type check, a slice, an object).
+(:func:`merge_many`), per-group construction (:func:`sketches_by_group`), per-group merges
+and quantiles of serialized blobs (:func:`group_summaries`, :class:`SketchBatch`: bit for bit
+``merge_many`` of each group, as arrays) and multi-quantile queries do a fixed number of numpy
+operations. There is never a Python loop per value or per bucket, only per sketch taken in or
+handed out (a type check, a slice, an object).
 
 Binary format, version 1 (all little-endian, 50-byte header then a body)::
 
@@ -49,6 +51,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple
 
 import numpy as np
@@ -60,8 +63,11 @@ __all__ = [
     "GAMMA",
     "MIN_VALUE",
     "RELATIVE_ERROR",
+    "GroupSummaries",
     "QuantileMethod",
     "Sketch",
+    "SketchBatch",
+    "group_summaries",
     "merge_many",
     "sketches_by_group",
 ]
@@ -123,12 +129,31 @@ _MIN_KEY: Final = int(_keys(np.array([MIN_VALUE]))[0])
 _MAX_KEY: Final = int(_keys(np.array([sys.float_info.max]))[0])
 
 
+# The value reported for every possible bucket key, computed once: a table lookup is faster
+# than np.power, and every code path (one sketch or many groups at once) reads the very same
+# float for a key, whatever vector width or loop numpy picks for the arrays at hand. The
+# topmost keys (values near the float64 maximum) overflow to inf; callers clamp to max.
+with np.errstate(over="ignore"):
+    _ESTIMATE_TABLE: Final[FloatArray] = (
+        np.power(GAMMA, np.arange(_MIN_KEY, _MAX_KEY + 1, dtype=np.float64)) * _ESTIMATE_SCALE
+    )
+
+
 def _estimates(keys: IntArray) -> FloatArray:
     """The value reported for each bucket key: ``2 * gamma**k / (gamma + 1)``."""
-    # The topmost keys (values near the float64 maximum) overflow to inf; callers clamp to max.
-    with np.errstate(over="ignore"):
-        result: FloatArray = np.power(GAMMA, keys.astype(np.float64)) * _ESTIMATE_SCALE
+    # Keys of valid sketches always lie in [_MIN_KEY, _MAX_KEY]; clip only guards the lookup.
+    result: FloatArray = np.take(_ESTIMATE_TABLE, keys - _MIN_KEY, mode="clip")
     return result
+
+
+def _levels(qs: Sequence[float] | npt.NDArray[np.floating], method: str) -> FloatArray:
+    """``qs`` as a float64 array; ValueError for a level outside [0, 1] or an unknown method."""
+    q = np.asarray(qs, dtype=np.float64)
+    if not np.all((q >= 0.0) & (q <= 1.0)):
+        raise ValueError(f"quantiles must lie in [0, 1], got {qs!r}")
+    if method not in ("lower", "linear"):
+        raise ValueError(f"unknown quantile method {method!r}; use 'lower' or 'linear'")
+    return q
 
 
 def _as_values(values: npt.ArrayLike) -> tuple[FloatArray, float, float]:
@@ -249,11 +274,7 @@ class Sketch:
         of its target. All ``NaN`` when the sketch is empty. Raises ValueError for ``q``
         outside [0, 1] or an unknown method.
         """
-        q = np.asarray(qs, dtype=np.float64)
-        if not np.all((q >= 0.0) & (q <= 1.0)):
-            raise ValueError(f"quantiles must lie in [0, 1], got {qs!r}")
-        if method not in ("lower", "linear"):
-            raise ValueError(f"unknown quantile method {method!r}; use 'lower' or 'linear'")
+        q = _levels(qs, method)
         if self._count == 0:
             return np.full(q.shape, math.nan)
         rank = q * (self._count - 1)
@@ -304,8 +325,9 @@ class Sketch:
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> Sketch:
-        """Decode :meth:`to_bytes` output (any bytes-like object) exactly. Raises ValueError
-        for an unknown version, a truncated or over-long blob, or inconsistent contents."""
+        """Decode :meth:`to_bytes` output (any bytes-like object) exactly (except that a
+        ``-0.0`` min or max reads back as ``0.0``). Raises ValueError for an unknown version,
+        a truncated or over-long blob, or inconsistent contents."""
         return _assemble(_decode_blobs([blob], None))
 
     def __repr__(self) -> str:
@@ -413,6 +435,20 @@ def _decode_blobs(blobs: Sequence[bytes], positions: IntArray | None) -> _Parts:
     The only Python work per blob is slicing it into header and body. ``positions`` maps
     each blob to its index in the caller's input, for error messages.
     """
+    return _decode(blobs, positions, with_owners=False)[0]
+
+
+class _Owners(NamedTuple):
+    """Which blob each decoded bucket came from (buckets are not in blob order)."""
+
+    blob: IntArray  # per bucket: its blob's index in the input
+    first_key: IntArray  # per blob: its lowest bucket key (0 without buckets)
+
+
+def _decode(
+    blobs: Sequence[bytes], positions: IntArray | None, *, with_owners: bool
+) -> tuple[_Parts, _Owners | None]:
+    """:func:`_decode_blobs`, and with ``with_owners`` where each bucket came from."""
     blob_count = len(blobs)
     lengths = np.fromiter(map(len, blobs), np.int64, blob_count)
     _reject(lengths == 0, positions, "empty")
@@ -455,7 +491,13 @@ def _decode_blobs(blobs: Sequence[bytes], positions: IntArray | None) -> _Parts:
     _reject(has_buckets & (zero == 0) & (min_keys != first_key), positions, "min outside buckets")
     _reject(has_buckets & (first_key < _MIN_KEY), positions, "bucket key below the minimum")
 
-    keys_parts, counts_parts = [], []
+    # Every layout's buckets are written straight into their slice of the outputs: large
+    # temporaries and a final concatenation cost more than the arithmetic here.
+    bucket_total = int(n[has_buckets].sum())
+    all_keys = np.empty(bucket_total, dtype=np.int64)
+    all_counts = np.empty(bucket_total, dtype=np.int64)
+    owners = np.empty(bucket_total if with_owners else 0, dtype=np.int64)
+    done = 0
     layouts = set(zip(sparse[has_buckets].tolist(), code[has_buckets].tolist(), strict=True))
     for is_sparse, width in sorted(layouts):
         chosen = np.flatnonzero(has_buckets & (sparse == is_sparse) & (code == width))
@@ -466,6 +508,8 @@ def _decode_blobs(blobs: Sequence[bytes], positions: IntArray | None) -> _Parts:
         )
         first_bucket = np.cumsum(sizes) - sizes
         last_bucket = first_bucket + sizes - 1
+        end = done + int(first_bucket[-1] + sizes[-1])
+        keys = all_keys[done:end]
         if is_sparse:
             # (delta, count) pairs; the first delta is 0 so that the keys are one running
             # sum per blob, offset by the blob's first key.
@@ -481,8 +525,8 @@ def _decode_blobs(blobs: Sequence[bytes], positions: IntArray | None) -> _Parts:
                 "bucket keys not strictly increasing",
             )
             _reject_subset(counts == 0, chosen, sizes, blob_count, positions, "empty sparse bucket")
-            running = np.cumsum(deltas.astype(np.int64))
-            keys = running + np.repeat(first_key[chosen] - running[first_bucket], sizes)
+            np.cumsum(deltas, dtype=np.int64, out=keys)  # deltas were bounded just above
+            keys += np.repeat(first_key[chosen] - keys[first_bucket], sizes)
         else:
             counts = body
             _reject_subset(
@@ -493,11 +537,16 @@ def _decode_blobs(blobs: Sequence[bytes], positions: IntArray | None) -> _Parts:
                 positions,
                 "empty bucket at the edge of a dense range",
             )
-            keys = np.repeat(first_key[chosen] - first_bucket, sizes) + np.arange(counts.size)
+            np.add(
+                np.repeat(first_key[chosen] - first_bucket, sizes),
+                np.arange(counts.size),
+                out=keys,
+            )
         _reject_subset(
             counts >= _COUNT_LIMIT, chosen, sizes, blob_count, positions, "bucket count too large"
         )
-        signed_counts = counts.astype(np.int64)
+        signed_counts = all_counts[done:end]
+        signed_counts[...] = counts
         _reject_subset(
             np.add.reduceat(signed_counts, first_bucket) != count[chosen] - zero[chosen],
             chosen,
@@ -514,17 +563,19 @@ def _decode_blobs(blobs: Sequence[bytes], positions: IntArray | None) -> _Parts:
             positions,
             "max outside buckets",
         )
-        keys_parts.append(keys)
-        counts_parts.append(signed_counts)
-    return _Parts(
+        if with_owners:
+            owners[done:end] = np.repeat(chosen, sizes)
+        done = end
+    parts = _Parts(
         count,
         zero,
         total.astype(np.float64),
         low.astype(np.float64),
         high.astype(np.float64),
-        np.concatenate(keys_parts) if keys_parts else np.zeros(0, np.int64),
-        np.concatenate(counts_parts) if counts_parts else np.zeros(0, np.int64),
+        all_keys,
+        all_counts,
     )
+    return parts, _Owners(owners, first_key) if with_owners else None
 
 
 def _assemble(parts: _Parts) -> Sketch:
@@ -535,9 +586,11 @@ def _assemble(parts: _Parts) -> Sketch:
         return sketch
     sketch._zero_count = int(parts.zero_count.sum())
     sketch._sum = float(parts.sum.sum())
-    # fmin/fmax skip the NaN extremes of empty inputs.
-    sketch._min = float(np.fmin.reduce(parts.min))
-    sketch._max = float(np.fmax.reduce(parts.max))
+    # fmin/fmax skip the NaN extremes of empty inputs. Which of 0.0 and -0.0 they return
+    # depends on the order of the inputs; adding 0.0 turns -0.0 into 0.0 so that the result
+    # does not (group_summaries relies on this to match bit for bit).
+    sketch._min = float(np.fmin.reduce(parts.min)) + 0.0
+    sketch._max = float(np.fmax.reduce(parts.max)) + 0.0
     if parts.keys.size:
         low = int(parts.keys.min())
         counts = np.zeros(int(parts.keys.max()) - low + 1, dtype=np.int64)
@@ -573,6 +626,301 @@ def merge_many(items: Iterable[Sketch | bytes]) -> Sketch:
     if len(parts) == 1:
         return _assemble(parts[0])
     return _assemble(_Parts(*(np.concatenate(field) for field in zip(*parts, strict=True))))
+
+
+@dataclass(frozen=True)
+class GroupSummaries:
+    """What :func:`group_summaries` reports for each group, one entry (row) per group id.
+
+    ``count``, ``zero_count``, ``min``, ``max`` and every quantile are bit for bit those of
+    ``merge_many(the group's blobs)``. ``sum`` is the exact sum of the blobs' sums rounded
+    once (``math.fsum`` of them, but ``inf`` rather than OverflowError beyond the float64
+    range), where ``merge_many`` adds them up in float64 and may be a few ulps off. An empty
+    group (no blobs, or only empty sketches) has count 0, sum 0.0 and ``NaN`` min, max and
+    quantiles.
+    """
+
+    count: IntArray
+    zero_count: IntArray
+    sum: FloatArray
+    min: FloatArray
+    max: FloatArray
+    quantiles: FloatArray
+    """Shape ``(group_count, len(qs))``."""
+
+
+# Buckets are merged on a dense (group, key) grid when it has at most this many cells per
+# bucket (or _DENSE_MIN_CELLS in all), by sorting them otherwise.
+_DENSE_CELLS_PER_BUCKET: Final = 8
+_DENSE_MIN_CELLS: Final = 1 << 16
+
+
+class SketchBatch:
+    """Many serialized sketches, decoded and validated once, to summarize group by group.
+
+    ``SketchBatch(blobs)`` takes any bytes-like :meth:`Sketch.to_bytes` outputs and raises
+    ValueError naming the position of the first invalid one (``(item i)``), like
+    :func:`merge_many`. :meth:`group_summaries` can then be called for several groupings of
+    the same blobs (say per hour, then per day) without decoding them again.
+    """
+
+    __slots__ = ("_owners", "_parts", "_size")
+
+    def __init__(self, blobs: Sequence[bytes]) -> None:
+        self._size = len(blobs)
+        self._parts: _Parts | None = None
+        self._owners: _Owners | None = None
+        if self._size:
+            self._parts, self._owners = _decode(
+                blobs, np.arange(self._size, dtype=np.int64), with_owners=True
+            )
+
+    def __len__(self) -> int:
+        return self._size
+
+    def group_summaries(
+        self,
+        group_ids: npt.ArrayLike,
+        group_count: int,
+        qs: Sequence[float] | npt.NDArray[np.floating],
+        method: QuantileMethod = "lower",
+    ) -> GroupSummaries:
+        """See :func:`group_summaries`; ``group_ids`` has one id per blob of the batch."""
+        q = _levels(qs, method).ravel()
+        groups = self._group_ids(group_ids, group_count)
+        count = np.zeros(group_count, dtype=np.int64)
+        zero = np.zeros(group_count, dtype=np.int64)
+        low = np.full(group_count, math.nan)
+        high = np.full(group_count, math.nan)
+        if self._parts is None or self._owners is None:
+            empty = np.full((group_count, q.size), math.nan)
+            return GroupSummaries(count, zero, np.zeros(group_count), low, high, empty)
+        parts = self._parts
+        np.add.at(count, groups, parts.value_count)
+        np.add.at(zero, groups, parts.zero_count)
+        # As in _assemble: fmin/fmax skip the NaN extremes of empty sketches and are applied
+        # in input order; + 0.0 turns -0.0 into 0.0.
+        np.fmin.at(low, groups, parts.min)
+        np.fmax.at(high, groups, parts.max)
+        low += 0.0
+        high += 0.0
+        cells = _Cells.merge(groups, parts, self._owners, group_count)
+        # Sketch.quantiles and Sketch._values_at, operation for operation, one row per group.
+        last_rank = (count - 1)[:, None]
+        rank = q * last_rank
+        lower = np.floor(rank).astype(np.int64)
+        quantiles = cells.values_at(lower, zero, low, high, last_rank)
+        if method == "linear":
+            upper = np.minimum(lower + 1, last_rank)
+            upper_values = cells.values_at(upper, zero, low, high, last_rank)
+            quantiles += (rank - lower) * (upper_values - quantiles)
+        quantiles[count == 0] = math.nan
+        total = _exact_sums(parts.sum, groups, group_count)
+        return GroupSummaries(count, zero, total, low, high, quantiles)
+
+    def _group_ids(self, group_ids: npt.ArrayLike, group_count: int) -> IntArray:
+        """``group_ids`` checked (one integer per blob, in [0, group_count)) as int64."""
+        groups = np.asarray(group_ids)
+        if groups.shape != (self._size,):
+            raise ValueError(
+                f"group_ids must be 1-D with one id per blob, got shape {groups.shape} "
+                f"for {self._size} blobs"
+            )
+        if groups.size and groups.dtype.kind not in "iu":
+            raise TypeError(f"group_ids must be integers, got dtype {groups.dtype}")
+        if group_count < 0:
+            raise ValueError(f"group_count must be >= 0, got {group_count}")
+        if groups.size and not (groups.min() >= 0 and groups.max() < group_count):
+            raise ValueError(
+                f"group ids must lie in [0, {group_count}), got {groups.min()}..{groups.max()}"
+            )
+        return groups.astype(np.int64, copy=False)
+
+
+def group_summaries(
+    blobs: Sequence[bytes],
+    group_ids: npt.ArrayLike,
+    group_count: int,
+    qs: Sequence[float] | npt.NDArray[np.floating],
+    method: QuantileMethod = "lower",
+) -> GroupSummaries:
+    """Merge serialized sketches group by group and summarize every group, all at once.
+
+    ``blobs[i]`` (any bytes-like :meth:`Sketch.to_bytes` output) belongs to group
+    ``group_ids[i]``, an integer in ``[0, group_count)``; a group's blobs need not be
+    consecutive and a group may have none. Row ``g`` of the result is
+    ``merge_many(blobs of group g)`` summarized: count, zero count, min, max and
+    ``quantiles(qs, method)``, bit for bit (``sum`` is exact: see :class:`GroupSummaries`).
+    All blobs are decoded and validated in one pass, as by :func:`merge_many`, and merged
+    and queried with a fixed number of numpy operations: no Python work per group or
+    bucket. To group the same blobs several ways, decode them once with :class:`SketchBatch`.
+
+    Raises ValueError naming the position of an invalid blob (``(item i)``), for group ids
+    out of range or not one per blob, for a level outside [0, 1] and for an unknown method;
+    TypeError for non-integer group ids.
+    """
+    return SketchBatch(blobs).group_summaries(group_ids, group_count, qs, method)
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """Buckets merged per group: one key-ordered run of cells per group, group 0's first.
+
+    ``cumulative`` is the running count over all runs and ``starts`` the index of each
+    group's first cell. Cells are either dense (``keys`` None: each group gets every key
+    from its lowest to its highest, cell ``i`` of group ``g`` holds key
+    ``i - key_offset[g]``, and may hold 0, which searching the running count skips) or the
+    distinct (group, key) pairs, whose keys are ``keys``.
+    """
+
+    cumulative: IntArray
+    starts: IntArray
+    keys: IntArray | None
+    key_offset: IntArray
+
+    @classmethod
+    def merge(cls, groups: IntArray, parts: _Parts, owners: _Owners, group_count: int) -> _Cells:
+        """Sum the bucket counts of blobs that ``groups`` assigns to groups, per (group, key)."""
+        keys, counts = parts.keys, parts.bucket_counts
+        no_offset = np.zeros(group_count, dtype=np.int64)
+        if not keys.size:
+            return cls(np.zeros(0, dtype=np.int64), no_offset, None, no_offset)
+        # Each group's key range, from its blobs' first and last keys (the decoder checked
+        # that the last one is the key of max).
+        has_buckets = parts.value_count > parts.zero_count
+        blob_groups = groups[has_buckets]
+        lowest = np.full(group_count, _MAX_KEY + 1, dtype=np.int64)
+        np.minimum.at(lowest, blob_groups, owners.first_key[has_buckets])
+        highest = np.full(group_count, _MIN_KEY - 1, dtype=np.int64)
+        np.maximum.at(highest, blob_groups, _keys(parts.max[has_buckets]))
+        spans = np.maximum(highest - lowest + 1, 0)
+        ends = np.cumsum(spans)
+        starts = ends - spans
+        size = int(ends[-1])
+        if size <= max(_DENSE_CELLS_PER_BUCKET * keys.size, _DENSE_MIN_CELLS):
+            # Cell of key k of group g: starts[g] + k - lowest[g].
+            key_offset = starts - lowest
+            grid = np.zeros(size, dtype=np.int64)
+            np.add.at(grid, key_offset[groups][owners.blob] + keys, counts)
+            np.cumsum(grid, out=grid)
+            return cls(grid, starts, None, key_offset)
+        bucket_groups = groups[owners.blob]
+        order = np.lexsort((keys, bucket_groups))
+        sorted_groups, sorted_keys = bucket_groups[order], keys[order]
+        firsts = np.flatnonzero(
+            np.concatenate(
+                [
+                    [True],
+                    (sorted_groups[1:] != sorted_groups[:-1])
+                    | (sorted_keys[1:] != sorted_keys[:-1]),
+                ]
+            )
+        )
+        cumulative = np.cumsum(np.add.reduceat(counts[order], firsts))
+        starts = np.searchsorted(sorted_groups[firsts], np.arange(group_count), side="left")
+        return cls(cumulative, starts.astype(np.int64), sorted_keys[firsts], no_offset)
+
+    def values_at(
+        self,
+        ranks: IntArray,
+        zero: IntArray,
+        low: FloatArray,
+        high: FloatArray,
+        last_rank: IntArray,
+    ) -> FloatArray:
+        """:meth:`Sketch._values_at` of every group at once: ``ranks`` has one row per group;
+        the other arguments are per group (``last_rank`` already a column)."""
+        below = ranks - zero[:, None]
+        if self.cumulative.size:
+            # The running count before a group's first cell: the group's own running count is
+            # the global one minus this, so searching the global one for base + r finds the
+            # cell that searching the group's own for r would.
+            base = np.where(self.starts > 0, self.cumulative[self.starts - 1], 0)
+            index = np.searchsorted(self.cumulative, base[:, None] + below, side="right")
+            # Out of range only where the cell is not used (a rank in the zero bucket, a group
+            # without buckets or without values).
+            np.minimum(index, self.cumulative.size - 1, out=index)
+            if self.keys is None:
+                estimates = _estimates(index - self.key_offset[:, None])
+            else:
+                estimates = _estimates(self.keys[index])
+        else:
+            estimates = np.zeros(ranks.shape)
+        result: FloatArray = np.where(below < 0, 0.0, estimates)
+        # Empty groups have NaN bounds, hence NaN rows; the caller overwrites them anyway.
+        np.clip(result, low[:, None], high[:, None], out=result)
+        result = np.where(ranks == 0, low[:, None], result)
+        return np.where(ranks == last_rank, high[:, None], result)
+
+
+_LIMB_BITS: Final = 32
+_LIMB_MASK: Final = (1 << _LIMB_BITS) - 1
+# Non-negative finite floats are integer multiples of the smallest subnormal, 2**-1074.
+_SUBNORMAL_EXPONENT: Final = -1074
+
+
+def _exact_sums(values: FloatArray, groups: IntArray, group_count: int) -> FloatArray:
+    """Per group, the exact sum of its ``values`` (each >= 0 or +inf) rounded once to
+    nearest-even: ``math.fsum``, except +inf for an inf input or a sum beyond float64.
+
+    Each finite value is an integer ``m * 2**shift`` times 2**-1074 with ``m < 2**53``; it
+    is added exactly, 32 bits at a time, into int64 limbs of a fixed-point accumulator (one
+    row per group, columns spanning only the exponents present), carries are propagated,
+    and the top 62 bits of each total plus a sticky bit for the rest are rounded by one
+    int64 -> float64 conversion and scaled by a power of two. Exact for fewer than 2**30
+    values per group.
+    """
+    if not values.size:
+        return np.zeros(group_count)
+    finite = np.isfinite(values)
+    fraction, exponent = np.frexp(np.where(finite, values, 0.0))
+    mantissa = (fraction * 2.0**53).astype(np.int64)
+    shift = exponent.astype(np.int64) - 53 - _SUBNORMAL_EXPONENT
+    # Subnormals: the mantissa then has trailing zeros that make up for the negative shift.
+    mantissa >>= np.maximum(-shift, 0)
+    np.maximum(shift, 0, out=shift)
+    limb, bit = shift >> 5, shift & 31
+    low_part = (mantissa & _LIMB_MASK) << bit  # < 2**63
+    high_part = (mantissa >> _LIMB_BITS) << bit  # < 2**52
+    first_limb = int(limb.min())
+    # Columns: two zero limbs (so that three limbs can be read under any top limb), the
+    # limbs from first_limb to the highest one, the two its mantissas spill into, and one
+    # more for the carries.
+    width = 2 + int(limb.max()) - first_limb + 1 + 2 + 1
+    acc = np.zeros((group_count, width), dtype=np.int64)
+    column = limb - first_limb + 2
+    flat = acc.reshape(-1)
+    row = groups * width + column
+    np.add.at(flat, row, low_part & _LIMB_MASK)
+    np.add.at(flat, row + 1, (low_part >> _LIMB_BITS) + (high_part & _LIMB_MASK))
+    np.add.at(flat, row + 2, high_part >> _LIMB_BITS)
+    for index in range(2, width - 1):
+        acc[:, index + 1] += acc[:, index] >> _LIMB_BITS
+        acc[:, index] &= _LIMB_MASK
+
+    nonzero = acc != 0
+    top = width - 1 - np.argmax(nonzero[:, ::-1], axis=1)  # highest non-zero limb
+    rows = np.arange(group_count)
+    x2, x1, x0 = acc[rows, top], acc[rows, top - 1], acc[rows, top - 2]
+    # The total is x2 x1 x0 (96 bits, x2 has p >= 1 of them) followed by lower limbs.
+    p = np.frexp(x2.astype(np.float64))[1].astype(np.int64)
+    # Keep the top 62 bits: x2 x1 x0 shifted right by p + 2.
+    left, right = np.maximum(30 - p, 0), np.maximum(p - 30, 0)
+    head = (x2 << (62 - p)) | ((x1 << left) >> right) | (x0 >> (p + 2))
+    lost = ((x1 & ((1 << right) - 1)) != 0) | ((x0 & ((1 << (p + 2)) - 1)) != 0)
+    # ... and any non-zero limb below x0.
+    kept = (x2 != 0).astype(np.int64) + (x1 != 0) + (x0 != 0)
+    lost |= np.count_nonzero(nonzero, axis=1) > kept
+    # A sticky bit below the rounding position makes one rounding of head correct.
+    head |= lost
+    scale = p + 2 + _LIMB_BITS * (top - 2 - 2 + first_limb) + _SUBNORMAL_EXPONENT
+    with np.errstate(over="ignore"):
+        result: FloatArray = np.ldexp(head.astype(np.float64), scale)
+    result[~nonzero.any(axis=1)] = 0.0
+    infinite = np.zeros(group_count, dtype=bool)
+    infinite[groups[~finite]] = True
+    result[infinite] = math.inf
+    return result
 
 
 def sketches_by_group(group_ids: npt.ArrayLike, values: npt.ArrayLike) -> dict[int, Sketch]:

@@ -156,10 +156,9 @@ def percentile_series(
         np.add.at(counts, group, np.asarray(row_counts, dtype=np.int64))
         np.add.at(errors, group, np.asarray(row_errors, dtype=np.int64))
         np.add.at(sums, group, np.asarray(row_sums, dtype=np.float64))
-        # Rows come ordered by stage then time, so each group's and each series' rows are
-        # consecutive, as _merged_quantiles needs.
-        bucket_values = _merged_quantiles(blobs, group, group_count, levels)
-        summary_values = _merged_quantiles(blobs, series_of, series_count, levels)
+        bucket_values, summary_values = _merged_quantiles(
+            blobs, (group, group_count), (series_of, series_count), levels=levels
+        )
 
     bucket_starts_out = [
         plan.start + dt.timedelta(seconds=index * plan.step_seconds)
@@ -273,22 +272,17 @@ def _rollup_rows(
 
 def _merged_quantiles(
     blobs: Sequence[bytes | memoryview],
-    groups: npt.NDArray[np.int64],
-    group_count: int,
+    *groupings: tuple[npt.NDArray[np.int64], int],
     levels: Sequence[float],
-) -> npt.NDArray[np.float64]:
-    """Quantiles of each group's merged sketches, one row per group; NaN for groups without
-    rows. The rows of a group must be consecutive."""
-    result = np.full((group_count, len(levels)), math.nan)
-    for first, last in _runs(groups):
-        result[groups[first]] = sketch.merge_many(blobs[first:last]).quantiles(levels)
-    return result
-
-
-def _runs(keys: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
-    """``(first, last)`` slice bounds of each run of equal consecutive keys."""
-    cuts = (np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist()
-    return list(zip([0, *cuts], [*cuts, len(keys)], strict=True))
+) -> list[npt.NDArray[np.float64]]:
+    """For each ``(group ids, group count)`` grouping of the rows, the quantiles of each
+    group's merged sketches, one row per group; NaN for groups without rows. The blobs are
+    decoded once for all groupings, and each grouping is merged in one vectorized pass."""
+    batch = sketch.SketchBatch(blobs)
+    return [
+        batch.group_summaries(groups, group_count, levels).quantiles
+        for groups, group_count in groupings
+    ]
 
 
 def _figures(

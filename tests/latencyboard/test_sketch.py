@@ -6,18 +6,26 @@ import itertools
 import math
 import struct
 import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from latencyboard import sketch as sketch_module
 from latencyboard.sketch import (
     FORMAT_VERSION,
     GAMMA,
     MIN_VALUE,
     RELATIVE_ERROR,
+    GroupSummaries,
+    QuantileMethod,
     Sketch,
+    SketchBatch,
+    group_summaries,
     merge_many,
     sketches_by_group,
 )
@@ -614,3 +622,273 @@ def test_sketches_by_group_rejects_bad_input(
 ) -> None:
     with pytest.raises(error, match=message):
         sketches_by_group(np.array(group_ids), np.array(values))
+
+
+# --- group summaries --------------------------------------------------------------------
+
+# Sketch contents that stress the per-group merge: anything, only zero-bucket values, one
+# value, one value repeated, nothing at all.
+sketch_contents: st.SearchStrategy[list[float]] = st.one_of(
+    st.lists(latencies, max_size=40),
+    st.lists(
+        st.floats(min_value=0.0, max_value=MIN_VALUE, exclude_max=True), min_size=1, max_size=5
+    ),
+    latencies.map(lambda value: [value]),
+    st.tuples(latencies, st.integers(min_value=2, max_value=300)).map(
+        lambda pair: [pair[0]] * pair[1]
+    ),
+    st.just([]),
+)
+GROUP_LEVELS = [0.0, 0.001, 0.25, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0]
+LAYOUTS = ["dense", "sorted"]
+
+
+@contextmanager
+def merge_layout(layout: str) -> Iterator[None]:
+    """Force group_summaries to merge buckets on a dense grid or by sorting them."""
+    with pytest.MonkeyPatch.context() as patch:
+        if layout == "sorted":
+            patch.setattr(sketch_module, "_DENSE_CELLS_PER_BUCKET", 0)
+            patch.setattr(sketch_module, "_DENSE_MIN_CELLS", 0)
+        else:
+            patch.setattr(sketch_module, "_DENSE_CELLS_PER_BUCKET", 2**40)
+        yield
+
+
+def bits(values: object) -> bytes:
+    """The float64 bit patterns, so 0.0 differs from -0.0 and NaN payloads count."""
+    return np.asarray(values, dtype=np.float64).tobytes()
+
+
+def assert_group_is_merge_many(
+    summaries: GroupSummaries,
+    group: int,
+    blobs: Sequence[bytes],
+    levels: Sequence[float],
+    method: QuantileMethod,
+) -> None:
+    """Row ``group`` is bit for bit what merging the blobs with merge_many reports."""
+    merged = merge_many(blobs)
+    assert summaries.count[group] == merged.count
+    assert summaries.zero_count[group] == merged.zero_count
+    assert bits(summaries.min[group]) == bits(merged.min)
+    assert bits(summaries.max[group]) == bits(merged.max)
+    assert bits(summaries.quantiles[group]) == bits(merged.quantiles(levels, method)), method
+    # The sum is the exact sum of the blobs' sums, rounded once.
+    exact = math.fsum(Sketch.from_bytes(blob).sum for blob in blobs)
+    assert bits(summaries.sum[group]) == bits(exact)
+    assert summaries.sum[group] == pytest.approx(merged.sum, rel=1e-12)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@given(
+    contents=st.lists(sketch_contents, max_size=25),
+    extra_groups=st.integers(min_value=0, max_value=4),
+    levels=st.lists(quantile_levels, max_size=6) | st.just(GROUP_LEVELS),
+    data=st.data(),
+)
+def test_group_summaries_equal_merge_many_per_group_bit_for_bit(
+    layout: str,
+    contents: list[list[float]],
+    extra_groups: int,
+    levels: list[float],
+    data: st.DataObject,
+) -> None:
+    # Given sketches, as blobs, spread over groups at random (some groups left empty)
+    blobs = [Sketch.from_values(values).to_bytes() for values in contents]
+    group_count = 1 + extra_groups
+    group_ids = data.draw(
+        st.lists(
+            st.integers(min_value=0, max_value=group_count - 1),
+            min_size=len(blobs),
+            max_size=len(blobs),
+        )
+    )
+    for method in ("lower", "linear"):
+        # When all groups are summarized at once
+        with merge_layout(layout):
+            summaries = group_summaries(
+                blobs, np.array(group_ids, dtype=np.int64), group_count, levels, method
+            )
+        # Then each row is what merging that group's blobs alone reports, to the bit
+        assert summaries.quantiles.shape == (group_count, len(levels))
+        for group in range(group_count):
+            members = [blob for blob, owner in zip(blobs, group_ids, strict=True) if owner == group]
+            assert_group_is_merge_many(summaries, group, members, levels, method)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("method", ["lower", "linear"])
+def test_group_summaries_of_a_week_of_hours_per_hour_and_per_series(
+    layout: str, method: QuantileMethod
+) -> None:
+    # Given the dashboard's week of hourly rollups of 7 series, rows ordered by series then
+    # hour, with the last hour of each series in minute rows and some hours empty
+    rng = np.random.default_rng(11)
+    blobs, bucket_ids = [], []
+    for series in range(7):
+        for hour in range(168):
+            rows = 60 if hour == 167 else 1
+            for _ in range(rows):
+                size = 0 if hour % 50 == 3 else int(rng.integers(1, 440 // rows + 2))
+                values = bimodal(rng, size) * (series + 1)
+                values[: size // 100] = 0.0
+                blobs.append(Sketch.from_values(values).to_bytes())
+                bucket_ids.append(series * 168 + hour)
+    buckets = np.array(bucket_ids, dtype=np.int64)
+    # When they are decoded once and summarized per hour and per series
+    batch = SketchBatch(blobs)
+    with merge_layout(layout):
+        per_hour = batch.group_summaries(buckets, 7 * 168, DASHBOARD_QUANTILES, method)
+        per_series = batch.group_summaries(buckets // 168, 7, DASHBOARD_QUANTILES, method)
+    # Then every hour and every series matches merge_many over its rows
+    for bucket in range(7 * 168):
+        members = [blobs[index] for index in np.flatnonzero(buckets == bucket)]
+        assert_group_is_merge_many(per_hour, bucket, members, DASHBOARD_QUANTILES, method)
+    for series in range(7):
+        members = blobs[series * (167 + 60) : (series + 1) * (167 + 60)]
+        assert_group_is_merge_many(per_series, series, members, DASHBOARD_QUANTILES, method)
+    assert per_hour.count[3] == 0
+    assert np.isnan(per_hour.quantiles[3]).all()
+
+
+def test_group_summaries_without_blobs() -> None:
+    # Given no blobs at all
+    summaries = group_summaries([], np.array([], dtype=np.int64), 3, [0.5, 0.99])
+    # Then every group is empty: zero counts and sum, NaN extremes and quantiles
+    assert summaries.count.tolist() == [0, 0, 0]
+    assert summaries.zero_count.tolist() == [0, 0, 0]
+    assert summaries.sum.tolist() == [0.0, 0.0, 0.0]
+    assert np.isnan(summaries.min).all()
+    assert np.isnan(summaries.max).all()
+    assert summaries.quantiles.shape == (3, 2)
+    assert np.isnan(summaries.quantiles).all()
+    # And no groups at all is fine too
+    assert group_summaries([], [], 0, [0.5]).quantiles.shape == (0, 1)
+
+
+def test_group_summaries_of_only_empty_sketches_are_empty() -> None:
+    empty = Sketch().to_bytes()
+    summaries = group_summaries([empty, empty], np.array([1, 1]), 2, [0.5])
+    assert summaries.count.tolist() == [0, 0]
+    assert bits(summaries.quantiles) == bits(
+        merge_many([empty]).quantiles(np.array([[0.5], [0.5]]))
+    )
+
+
+def test_group_summaries_drop_the_sign_of_zero_whatever_the_order() -> None:
+    # Given sketches whose min is -0.0 or 0.0 (both >= 0), merged in either order
+    negative, positive = Sketch.from_values([-0.0, 5.0]), Sketch.from_values([0.0, 5.0])
+    assert math.copysign(1.0, negative.min) == -1.0
+    blobs = [negative.to_bytes(), positive.to_bytes(), positive.to_bytes(), negative.to_bytes()]
+    summaries = group_summaries(blobs, np.array([0, 0, 1, 1]), 2, [0.0, 0.5])
+    # Then merge_many and group_summaries agree on +0.0 for either order
+    for group, members in enumerate((blobs[:2], blobs[2:])):
+        assert_group_is_merge_many(summaries, group, members, [0.0, 0.5], "lower")
+        assert math.copysign(1.0, summaries.min[group]) == 1.0
+
+
+def test_group_summaries_accept_bytes_like_blobs_and_any_integer_ids() -> None:
+    blob = Sketch.from_values([1.0, 2.0, 0.0]).to_bytes()
+    expected = group_summaries([blob, blob], np.array([0, 1]), 2, [0.5])
+    actual = group_summaries(
+        [memoryview(blob), bytearray(blob)], np.array([0, 1], np.uint8), 2, [0.5]
+    )
+    assert bits(actual.quantiles) == bits(expected.quantiles)
+    assert group_summaries([blob], [0], 1, [0.5]).count.tolist() == [3]
+
+
+@pytest.mark.parametrize(("blob", "reason"), CORRUPTIONS)
+@pytest.mark.parametrize("position", [0, 3, 6])
+def test_group_summaries_reject_corrupt_blobs_naming_their_position(
+    blob: bytes, reason: str, position: int
+) -> None:
+    # Given valid blobs of both layouts with one corrupt blob among them
+    blobs = [dense_blob(), sparse_blob(), Sketch().to_bytes()] * 2
+    blobs.insert(position, blob)
+    group_ids = np.arange(len(blobs)) % 3
+    # Then summarizing them raises ValueError naming the corrupt blob's position
+    with pytest.raises(
+        ValueError, match=rf"^invalid sketch blob \(item {position}\): .*({reason})"
+    ):
+        group_summaries(blobs, group_ids, 3, [0.5])
+    with pytest.raises(ValueError, match=rf"\(item {position}\)"):
+        SketchBatch(blobs)
+
+
+@given(values=latency_lists, data=st.data())
+def test_group_summaries_never_accept_a_truncated_blob(
+    values: list[float], data: st.DataObject
+) -> None:
+    good = Sketch.from_values([1.0, 2.0]).to_bytes()
+    blob = Sketch.from_values(values).to_bytes()
+    cut = data.draw(st.integers(min_value=0, max_value=len(blob) - 1))
+    with pytest.raises(ValueError, match=r"\(item 1\)"):
+        group_summaries([good, blob[:cut], good], np.array([0, 0, 1]), 2, [0.5])
+
+
+@pytest.mark.parametrize(
+    ("group_ids", "group_count", "levels", "method", "error", "message"),
+    [
+        pytest.param([0], 2, [0.5], "lower", ValueError, "one id per blob", id="too-few-ids"),
+        pytest.param([[0, 1]], 2, [0.5], "lower", ValueError, "one id per blob", id="2-d-ids"),
+        pytest.param([0.0, 1.0], 2, [0.5], "lower", TypeError, "integers", id="float-ids"),
+        pytest.param([0, 2], 2, [0.5], "lower", ValueError, r"\[0, 2\)", id="id-too-large"),
+        pytest.param([-1, 0], 2, [0.5], "lower", ValueError, r"\[0, 2\)", id="negative-id"),
+        pytest.param([0, 0], -1, [0.5], "lower", ValueError, "group_count", id="negative-count"),
+        pytest.param([0, 1], 2, [1.5], "lower", ValueError, r"\[0, 1\]", id="level"),
+        pytest.param(
+            [0, 1], 2, [0.5], "nearest", ValueError, "unknown quantile method", id="method"
+        ),
+    ],
+)
+def test_group_summaries_reject_bad_arguments(
+    group_ids: list[object],
+    group_count: int,
+    levels: list[float],
+    method: str,
+    error: type[Exception],
+    message: str,
+) -> None:
+    blobs = [Sketch.from_values([1.0]).to_bytes()] * 2
+    with pytest.raises(error, match=message):
+        group_summaries(blobs, np.array(group_ids), group_count, levels, method)  # type: ignore[arg-type]
+
+
+def exact_float_sum(values: Sequence[float]) -> float:
+    """The exact sum rounded once to nearest-even, inf beyond the float64 range."""
+    if math.inf in values:
+        return math.inf
+    try:
+        return float(sum(map(Fraction, values), Fraction(0)))
+    except OverflowError:
+        return math.inf
+
+
+any_sum = st.one_of(
+    st.floats(min_value=0.0, allow_infinity=True),
+    st.floats(min_value=0.0, max_value=2.0**-1000),  # subnormals and tiny normals
+    st.integers(min_value=0, max_value=2**60).map(float),  # ties once added up
+    st.sampled_from([sys.float_info.max, 2.0**53, 1.0, 2.0**-53, 5e-324]),
+)
+
+
+@given(
+    sums=st.lists(st.tuples(st.integers(min_value=0, max_value=3), any_sum), max_size=30),
+)
+@example(sums=[(0, 2.0**53), (0, 1.0)])  # a tie: rounds to even
+@example(sums=[(0, 2.0**53), (0, 1.0), (0, 5e-324)])  # just above a tie: rounds up
+@example(sums=[(0, sys.float_info.max), (0, sys.float_info.max)])  # overflows to inf
+@example(sums=[(1, 0.1)] * 10)  # math.fsum gives 1.0, float additions 0.9999999999999999
+def test_group_sums_are_exact_sums_rounded_once(sums: list[tuple[int, float]]) -> None:
+    # Given blobs whose header sums are arbitrary non-negative floats (the decoder only checks
+    # the sign), spread over 4 groups
+    template = Sketch.from_values([1.0]).to_bytes()
+    blobs = [replace_header(template, sum=total) for _, total in sums]
+    group_ids = np.array([group for group, _ in sums], dtype=np.int64)
+    # When they are summarized
+    summaries = group_summaries(blobs, group_ids, 4, [0.5])
+    # Then each group's sum is the exact sum of its blobs' sums rounded once
+    for group in range(4):
+        members = [total for owner, total in sums if owner == group]
+        assert bits(summaries.sum[group]) == bits(exact_float_sum(members)), members
