@@ -37,13 +37,21 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/browser/" in str(item.path):
-            item.add_marker(pytest.mark.browser)
-            if CHROMIUM is None:
-                item.add_marker(
-                    pytest.mark.skip(reason="chromium is not installed (apt-get install chromium)")
-                )
+    """Mark browser tests, skip them without Chromium, and run them after all the others.
+
+    Playwright keeps an event loop running in the main thread from the first browser test to
+    the end of the session; code under test that calls ``async_to_sync`` (channel layer
+    publishing) must not run after that.
+    """
+    browser_items = [item for item in items if "tests/browser/" in str(item.path)]
+    for item in browser_items:
+        item.add_marker(pytest.mark.browser)
+        if CHROMIUM is None:
+            item.add_marker(
+                pytest.mark.skip(reason="chromium is not installed (apt-get install chromium)")
+            )
+    others = [item for item in items if "tests/browser/" not in str(item.path)]
+    items[:] = others + browser_items
 
 
 @dataclass(frozen=True)
