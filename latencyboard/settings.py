@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "latencyboard.spans",
     "latencyboard.rollups",
     "latencyboard.sla",
+    "latencyboard.dashboards",
     "latencyboard.local",
     "ingest",
 ]

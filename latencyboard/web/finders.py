@@ -25,7 +25,9 @@ class PlotlyFinder(BaseFinder):
     def check(self, **kwargs: Any) -> list[CheckMessage]:
         return []
 
-    def find(self, path: str, find_all: bool = False, **kwargs: Any) -> str | list[str]:
+    def find(  # type: ignore[override]
+        self, path: str, find_all: bool = False, **kwargs: Any
+    ) -> str | list[str]:
         if path != STATIC_PATH:
             return [] if find_all else ""
         found = str(_SOURCE / "plotly.min.js")

@@ -5,25 +5,25 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from latencyboard.pipelines.models import Pipeline
-from latencyboard.teams.queries import teams_of
+from latencyboard.dashboards.queries import overview
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    teams = list(teams_of(request.user))
-    pipelines = Pipeline.objects.filter(team__in=teams).select_related("team")
+    """The overview: every pipeline of the user's teams, most over budget first; without
+    pipelines, how to send traces here."""
+    host = request.get_host().rsplit(":", 1)[0]
     return render(
         request,
         "web/home.html",
         {
-            "teams": teams,
-            "pipelines": pipelines,
-            "otlp_http_endpoint": f"http://{request.get_host().rsplit(':', 1)[0]}"
-            f":{settings.INGEST_HTTP_PORT}",
-            "ingest_grpc_port": settings.INGEST_GRPC_PORT,
+            "overview": overview(request.user, timezone.now()),
+            "otlp_http_endpoint": f"http://{host}:{settings.INGEST_HTTP_PORT}",
+            "otlp_grpc_endpoint": f"http://{host}:{settings.INGEST_GRPC_PORT}",
+            "web_endpoint": request.build_absolute_uri("/").rstrip("/"),
         },
     )
 

@@ -112,4 +112,4 @@ def test_empty_state_shows_how_to_point_an_sdk_here(client, settings):
     page = client.get("/", HTTP_HOST="latency.example.com:8000").content.decode()
 
     assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://latency.example.com:4318" in page
-    assert "OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer" in page
+    assert 'OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer%20' in page

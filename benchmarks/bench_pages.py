@@ -1,0 +1,295 @@
+"""Latency of every data call of the overview and the pipeline page on a 20 M span dataset.
+
+Run: ``python benchmarks/bench_pages.py [--requests 30] [--days 90] [--spans 20000000]``.
+
+Self-contained: starts a throwaway PostgreSQL 16 and Redis (``_stack.BenchStack``), migrates
+and builds the data as production would have it: ``manage.py backfill_demo`` writes ``--days``
+of the three demo pipelines' traffic (``--spans`` spans in all, with their model rollouts),
+then, in this process and timed, the rollup fold and compaction, the stage shares and the
+version scan run until caught up (the last two from the raw spans retained,
+``RETENTION_DAYS``, 30 by default) and an end-to-end SLA objective is created per pipeline
+(which counts every span already folded).
+
+Then, with production settings (``DEBUG`` off), it times each call the pages make, through
+Django's test Client (session auth, middleware, DRF, JSON), ``--requests`` times after a
+warm-up, rotating over the pipelines:
+
+- ``GET /`` (the overview, rendered with its figures) and ``GET /pipelines/{id}/``;
+- per window of the page (1h, 6h, 24h, 7d, 28d, 90d) with the page's step: the percentiles,
+  the stage breakdown, the deployments and the SLA attainment, as ``static/js/pipeline.js``
+  asks for them, and the attribute breakdown (raw spans) by ``model.version`` and
+  ``cache_hit``.
+
+Prints p50/p95/max per call and writes them to ``var/bench/pages.json``; the budget is 150 ms
+at p95 per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+from _stack import ROOT, BenchStack, interrupt_on_sigterm  # puts the repo on sys.path
+
+from latencyboard.local.embedded import EmbeddedRedis, free_port
+
+JSON_PATH = ROOT / "var" / "bench" / "pages.json"
+BUDGET_MS = 150.0
+WARMUP = 3
+QUANTILES = "0.5,0.9,0.95,0.99,0.999"
+# (label, seconds, step seconds, percentiles API step): as latencyboard.dashboards.views.WINDOWS.
+WINDOWS = (
+    ("1h", 3600, 60, "1m"),
+    ("6h", 6 * 3600, 300, "5m"),
+    ("24h", 86400, 900, "15m"),
+    ("7d", 7 * 86400, 3600, "1h"),
+    ("28d", 28 * 86400, 6 * 3600, "6h"),
+    ("90d", 90 * 86400, 86400, "1d"),
+)
+# End-to-end objectives, around each demo pipeline's typical p99.
+OBJECTIVES = {"fraud-scorer": 60.0, "recommender": 150.0, "clinical-alerts": 250.0}
+
+
+def load(stack: BenchStack, spans: int, days: int) -> float:
+    from ingest import synthetic
+    from latencyboard.demo.profiles import PIPELINES
+
+    scale = spans / synthetic.expected_spans(PIPELINES, days, 1.0)
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            *(sys.executable, "manage.py", "backfill_demo", "--team", stack.team_name),
+            *("--days", str(days), "--scale", f"{scale:.6f}", "--seed", "1"),
+        ],
+        cwd=ROOT,
+        env=stack.env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
+def derive(team_id: int) -> dict[str, float]:
+    """What the workers would have written by now, timed phase by phase."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.utils import timezone
+
+    from latencyboard.dashboards.services import scan_versions
+    from latencyboard.pipelines.models import Pipeline
+    from latencyboard.rollups.services import compact_rollups, fold_pending_batches
+    from latencyboard.rollups.share_services import compute_stage_shares
+    from latencyboard.sla.services import create_objective
+    from latencyboard.teams.models import Role, Team
+    from latencyboard.teams.services import add_member
+
+    seconds: dict[str, float] = {}
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    started = time.perf_counter()
+    while fold_pending_batches(timezone.now()).batches:
+        pass
+    compact_rollups(timezone.now())
+    seconds["fold_and_compact"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    while compute_stage_shares(timezone.now(), seconds=300).behind:
+        pass
+    seconds["stage_shares"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    while scan_versions(timezone.now(), seconds=300).behind:
+        pass
+    seconds["version_scan"] = time.perf_counter() - started
+
+    team = Team.objects.get(pk=team_id)
+    admin = get_user_model().objects.create_user("bench-admin")
+    add_member(team, admin, Role.ADMIN)
+    started = time.perf_counter()
+    for pipeline in Pipeline.objects.filter(team=team):
+        create_objective(
+            team=team,
+            pipeline=pipeline,
+            stage=None,
+            name=f"99% under {OBJECTIVES[pipeline.service_name]:g} ms",
+            threshold_ms=OBJECTIVES[pipeline.service_name],
+            target_percent=Decimal("99"),
+            window="rolling_28d",
+            created_by=admin,
+        )
+    seconds["sla_objectives"] = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+    return seconds
+
+
+def page_calls(pipeline_id: int, objective_id: int, now: dt.datetime) -> dict[str, str]:
+    """Each data call of the pipeline page per window, with the page's parameters."""
+    calls = {}
+    for label, seconds, step, api_step in WINDOWS:
+        end_s = -(-int(now.timestamp()) // step) * step  # the end of the current step
+        start = dt.datetime.fromtimestamp(end_s - seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        end = dt.datetime.fromtimestamp(end_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        window = f"start={start}&end={end}"
+        base = f"/api/pipelines/{pipeline_id}"
+        query = f"{window}&step={api_step}&q={QUANTILES}"
+        sla = f"/api/slas/{objective_id}"
+        calls[f"percentiles {label}"] = f"{base}/percentiles/?{query}"
+        calls[f"stage-breakdown {label}"] = f"{base}/stage-breakdown/?{window}&step={step}"
+        calls[f"deployments {label}"] = f"{base}/deployments/?{window}"
+        calls[f"sla attainment {label}"] = f"{sla}/attainment/?{window}&step={step}"
+        if seconds <= 7 * 86400:
+            for key in ("model.version", "cache_hit"):
+                calls[f"attributes {key} {label}"] = (
+                    f"{base}/attributes/?{window}&key={key}&q={QUANTILES}"
+                )
+    return calls
+
+
+def measure(requests: int, team_id: int) -> dict[str, dict[str, float]]:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.utils import timezone
+
+    from latencyboard.pipelines.models import Pipeline
+    from latencyboard.sla.models import Objective
+    from latencyboard.teams.models import Role, Team
+    from latencyboard.teams.services import add_member
+
+    user = get_user_model().objects.create_user("bench-viewer")
+    add_member(Team.objects.get(pk=team_id), user, Role.VIEWER)
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    now = timezone.now()
+    pipelines = list(Pipeline.objects.filter(team_id=team_id).order_by("pk"))
+    per_pipeline = [
+        {
+            "overview": "/",
+            "pipeline page": f"/pipelines/{pipeline.pk}/",
+            **page_calls(pipeline.pk, Objective.objects.get(pipeline=pipeline).pk, now),
+        }
+        for pipeline in pipelines
+    ]
+    results = {}
+    for name in per_pipeline[0]:
+        paths = [calls[name] for calls in per_pipeline]
+        for index in range(WARMUP):
+            response = client.get(paths[index % len(paths)])
+            assert response.status_code == 200, (paths[0], response.content[:500])
+        timings = []
+        for index in range(requests):
+            begin = time.perf_counter()
+            response = client.get(paths[index % len(paths)])
+            timings.append((time.perf_counter() - begin) * 1e3)
+            assert response.status_code == 200, (paths[0], response.content[:500])
+        results[name] = {
+            "p50_ms": float(np.percentile(timings, 50)),
+            "p95_ms": float(np.percentile(timings, 95)),
+            "max_ms": max(timings),
+            "bytes": len(response.content),
+        }
+        if name.startswith("attributes"):
+            body = response.json()
+            results[name]["spans_read"] = body["spans_read"]
+            results[name]["capped"] = body["capped"]
+        figures = results[name]
+        print(
+            f"  {name:<36} p50 {figures['p50_ms']:6.1f} ms  p95 {figures['p95_ms']:6.1f} ms  "
+            f"max {figures['max_ms']:6.1f} ms  {'OK' if figures['p95_ms'] <= BUDGET_MS else 'OVER'}"
+            + (
+                f"  ({figures['spans_read']:,} spans{', capped' if figures['capped'] else ''})"
+                if "spans_read" in figures
+                else ""
+            ),
+            flush=True,
+        )
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--days", type=int, default=90, help="days of history")
+    parser.add_argument("--spans", type=int, default=20_000_000, help="spans in all")
+    parser.add_argument("--json", default=str(JSON_PATH), help="where to write figures")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
+    args = parser.parse_args()
+    interrupt_on_sigterm()
+    figures: dict[str, Any] = {
+        "config": {
+            "command": "python benchmarks/bench_pages.py " + " ".join(sys.argv[1:]),
+            "days": args.days,
+            "spans": args.spans,
+            "cpus": os.cpu_count(),
+            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+    }
+    try:
+        with BenchStack(keep=args.keep) as stack:
+            redis = EmbeddedRedis(stack.root / "redis", free_port())
+            redis.start()
+            try:
+                stack.env["REDIS_URL"] = redis.url
+                os.environ.update(stack.env)
+                # Production settings: DEBUG off (no query log), as deployed.
+                os.environ.update(
+                    {
+                        "DEBUG": "false",
+                        "SECRET_KEY": "benchmark-only-key-" + "x" * 40,
+                        "ALLOWED_HOSTS": "localhost",
+                        "SECURE_SSL_REDIRECT": "false",
+                        "STATIC_ROOT": str(stack.root / "static"),
+                    }
+                )
+                # Pages name their scripts through the static files manifest, as deployed.
+                subprocess.run(
+                    [sys.executable, "manage.py", "collectstatic", "--no-input"],
+                    cwd=ROOT,
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
+                print(f"bench: backfilling {args.spans:,} spans over {args.days} days", flush=True)
+                figures["backfill_seconds"] = load(stack, args.spans, args.days)
+                import django
+
+                django.setup()
+                print("bench: folding, stage shares, version scan, SLA objectives", flush=True)
+                figures["derive_seconds"] = derive(stack.team_id)
+                print(
+                    "  "
+                    + ", ".join(f"{k} {v:.0f} s" for k, v in figures["derive_seconds"].items()),
+                    flush=True,
+                )
+                from django.db import connection
+
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT count(*) FROM spans_span")
+                    (figures["spans_stored"],) = cursor.fetchone()
+                print(f"bench: {figures['spans_stored']:,} spans stored; timing calls", flush=True)
+                figures["calls"] = measure(args.requests, stack.team_id)
+                connection.close()
+            finally:
+                redis.stop()
+    except KeyboardInterrupt:
+        print("bench: interrupted, everything stopped", file=sys.stderr)
+        return 130
+    over = [name for name, f in figures["calls"].items() if f["p95_ms"] > BUDGET_MS]
+    print(f"calls over {BUDGET_MS:.0f} ms at p95: {', '.join(over) or 'none'}")
+    path = os.path.abspath(args.json)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as file:
+        file.write(json.dumps(figures, indent=2) + "\n")
+    print(f"  figures written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

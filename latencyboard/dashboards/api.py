@@ -1,0 +1,141 @@
+"""REST API of the pipeline page's charts that no other app serves: the stage breakdown over
+time, deployment markers and the breakdown by attribute. Another team's pipeline is a 404."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from latencyboard.dashboards import attribute_queries, queries
+from latencyboard.dashboards.serializers import (
+    AttributeBreakdownSerializer,
+    AttributeQuerySerializer,
+    DeploymentsSerializer,
+    StageBreakdownSerializer,
+    WindowQuerySerializer,
+)
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.rollups.queries import END_TO_END
+from latencyboard.rollups.share_queries import StageBreakdown, stage_breakdown
+
+_NOT_FOUND = OpenApiResponse(description="No such pipeline in your teams.")
+_INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")
+_PREFERRED_KEYS = ("model.version", "service.version")
+_MAX_HOURS = attribute_queries.MAX_WINDOW / dt.timedelta(hours=1)
+
+
+def _pipeline(request: Request, pipeline_id: int) -> Pipeline:
+    try:
+        return queries.pipeline_of(request.user, pipeline_id)
+    except Pipeline.DoesNotExist:
+        raise NotFound from None
+
+
+def _params(serializer: type[WindowQuerySerializer], request: Request) -> dict[str, Any]:
+    query = serializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return dict(query.validated_data)
+
+
+@dataclass(frozen=True, slots=True)
+class _Breakdown:
+    summary: StageBreakdown
+    series: queries.ShareSeries
+
+
+class StageBreakdownView(APIView):
+    """Where a pipeline's end-to-end time goes, stage by stage."""
+
+    @extend_schema(
+        operation_id="pipeline_stage_breakdown",
+        summary="Stage breakdown of a pipeline's requests, and how it moved",
+        description="Mean self time per stage over all requests and over the slowest 1% "
+        "(per minute) of the window, with each stage's share; and the shares per step bucket.",
+        parameters=[WindowQuerySerializer],
+        responses={200: StageBreakdownSerializer, 400: _INVALID, 404: _NOT_FOUND},
+    )
+    def get(self, request: Request, pipeline_id: int) -> Response:
+        pipeline = _pipeline(request, pipeline_id)
+        params = _params(WindowQuerySerializer, request)
+        start, end = params["start"], params["end"]
+        breakdown = _Breakdown(
+            stage_breakdown(pipeline, start, end),
+            queries.share_series(pipeline, start, end, params["step"]),
+        )
+        return Response(StageBreakdownSerializer(breakdown).data)
+
+
+class DeploymentsView(APIView):
+    """Where a pipeline's ``service.version`` or ``model.version`` changed."""
+
+    @extend_schema(
+        operation_id="pipeline_deployments",
+        summary="Deployment markers of a pipeline",
+        description="Versions that appeared (with the one seen last before) or went away "
+        "within the window, from the pipeline's version segments.",
+        parameters=[WindowQuerySerializer],
+        responses={200: DeploymentsSerializer, 400: _INVALID, 404: _NOT_FOUND},
+    )
+    def get(self, request: Request, pipeline_id: int) -> Response:
+        pipeline = _pipeline(request, pipeline_id)
+        params = _params(WindowQuerySerializer, request)
+        markers = queries.deployment_markers(pipeline, params["start"], params["end"])
+        return Response(
+            DeploymentsSerializer(
+                {"start": params["start"], "end": params["end"], "markers": markers}
+            ).data
+        )
+
+
+class AttributeBreakdownView(APIView):
+    """Latency per value of a span attribute, from raw spans."""
+
+    @extend_schema(
+        operation_id="pipeline_attribute_breakdown",
+        summary="Exact latency per value of a span attribute (raw spans, recent windows)",
+        description="Percentiles of each stage's spans (and of the root spans, end to end) "
+        "per value of the attribute, exact, from raw spans: at most the last "
+        f"{_MAX_HOURS:.0f} h of the window and its newest "
+        f"{attribute_queries.MAX_SPANS:,} spans.",
+        parameters=[AttributeQuerySerializer],
+        responses={200: AttributeBreakdownSerializer, 400: _INVALID, 404: _NOT_FOUND},
+    )
+    def get(self, request: Request, pipeline_id: int) -> Response:
+        pipeline = _pipeline(request, pipeline_id)
+        params = _params(AttributeQuerySerializer, request)
+        keys = attribute_queries.attribute_keys(pipeline, params["end"])
+        key = params.get("key") or next(
+            (key for key in (*_PREFERRED_KEYS, *keys) if key in keys), ""
+        )
+        result = attribute_queries.attribute_breakdown(
+            pipeline, key, params["start"], params["end"], params["q"]
+        )
+        names = dict(pipeline.stages.values_list("pk", "name"))
+        data = {
+            **{field: getattr(result, field) for field in result.__dataclass_fields__},
+            "keys": keys,
+            "max_spans": attribute_queries.MAX_SPANS,
+            "max_window_seconds": int(attribute_queries.MAX_WINDOW.total_seconds()),
+            "max_values": attribute_queries.MAX_VALUES,
+            "groups": [
+                {
+                    "stage": {
+                        "id": group.stage_id,
+                        "name": END_TO_END if group.stage_id is None else names[group.stage_id],
+                    },
+                    "value": group.value,
+                    "n": group.n,
+                    "error_rate": group.error_rate,
+                    "quantiles_ms": group.quantiles_ms,
+                }
+                for group in result.groups
+            ],
+        }
+        return Response(AttributeBreakdownSerializer(data).data)

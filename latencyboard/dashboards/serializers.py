@@ -1,0 +1,163 @@
+"""Parameters and JSON shapes of the dashboards' data calls."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from rest_framework import serializers
+
+from latencyboard.rollups import windows
+from latencyboard.rollups.queries import DEFAULT_QUANTILES
+from latencyboard.rollups.serializers import END_TO_END_STAGE
+
+
+class WindowQuerySerializer(serializers.Serializer[Any]):
+    """``start`` and ``end`` of a window (at most ``windows.MAX_WINDOW``), and a ``step``."""
+
+    start = serializers.DateTimeField(help_text="Window start, ISO 8601.")
+    end = serializers.DateTimeField(help_text="Window end (exclusive).")
+    step = serializers.DurationField(
+        default=dt.timedelta(hours=1),
+        help_text="Bucket length, in seconds (3600) or ISO 8601 (PT1H): it must divide an "
+        "hour, be whole hours dividing a day, or be whole days.",
+    )
+
+    def validate_step(self, step: dt.timedelta) -> dt.timedelta:
+        try:
+            windows.check_step(int(step.total_seconds()))
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return step
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        start, end = attrs["start"].astimezone(dt.UTC), attrs["end"].astimezone(dt.UTC)
+        try:
+            windows.check_window(start, end)
+        except ValueError as exc:
+            raise serializers.ValidationError({"end": [str(exc)]}) from exc
+        attrs["start"], attrs["end"] = start, end
+        return attrs
+
+
+class AttributeQuerySerializer(WindowQuerySerializer):
+    """A window, the attribute ``key`` and the quantiles ``q``."""
+
+    step = None  # type: ignore[assignment]
+    key = serializers.CharField(
+        required=False,
+        max_length=255,
+        help_text="Span attribute to break down by, e.g. model.version or cache_hit. "
+        "Default: model.version when the pipeline's spans carry it, else the first key.",
+    )
+    q = serializers.ListField(
+        child=serializers.FloatField(min_value=0.0, max_value=1.0),
+        default=list(DEFAULT_QUANTILES),
+        max_length=10,
+        help_text="Quantiles, repeated or comma-separated (q=0.5,0.99).",
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        # Accept q=0.5,0.99 as well as q=0.5&q=0.99.
+        if hasattr(data, "getlist") and "q" in data:
+            data = data.copy()
+            data.setlist("q", [part for item in data.getlist("q") for part in item.split(",")])
+        return super().to_internal_value(data)
+
+
+class _StageSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField(
+        allow_null=True, help_text=f"Null: end to end ({END_TO_END_STAGE})."
+    )
+    name = serializers.CharField()
+
+
+class StageFiguresSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField(source="stage_id")
+    name = serializers.CharField(source="stage")
+    mean_self_ms_all = serializers.FloatField(help_text="Mean self time per request.")
+    mean_self_ms_tail = serializers.FloatField(
+        help_text="Mean self time per request among the slowest 1% (per minute)."
+    )
+    share_all = serializers.FloatField(help_text="Share of all requests' self time, 0 to 1.")
+    share_tail = serializers.FloatField(help_text="Share of the slowest 1%'s self time.")
+
+
+class StageShareSeriesSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField(source="stage_id")
+    name = serializers.CharField(source="stage")
+    share_all = serializers.ListField(child=serializers.FloatField(allow_null=True))
+    share_tail = serializers.ListField(child=serializers.FloatField(allow_null=True))
+
+
+class ShareSeriesSerializer(serializers.Serializer[Any]):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    step_seconds = serializers.IntegerField()
+    buckets = serializers.ListField(
+        source="bucket_starts", child=serializers.DateTimeField(), help_text="Bucket starts."
+    )
+    stages = StageShareSeriesSerializer(many=True)
+
+
+class StageBreakdownSerializer(serializers.Serializer[Any]):
+    """Where the requests' time goes, over the whole window and bucket by bucket."""
+
+    start = serializers.DateTimeField(source="summary.start")
+    end = serializers.DateTimeField(source="summary.end")
+    requests = serializers.IntegerField(source="summary.requests")
+    tail_requests = serializers.IntegerField(source="summary.tail_requests")
+    mean_root_ms_all = serializers.FloatField(source="summary.mean_root_ms_all", allow_null=True)
+    mean_root_ms_tail = serializers.FloatField(source="summary.mean_root_ms_tail", allow_null=True)
+    stages = StageFiguresSerializer(source="summary.stages", many=True)
+    series = ShareSeriesSerializer()
+
+
+class MarkerSerializer(serializers.Serializer[Any]):
+    at = serializers.DateTimeField()
+    attribute = serializers.CharField(help_text="service.version or model.version")
+    value = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["appeared", "gone"])
+    previous = serializers.CharField(
+        allow_null=True, help_text="For an appearance: the value seen last before it."
+    )
+
+
+class DeploymentsSerializer(serializers.Serializer[Any]):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    markers = MarkerSerializer(many=True)
+
+
+class AttributeGroupSerializer(serializers.Serializer[Any]):
+    stage = _StageSerializer()
+    value = serializers.CharField()
+    n = serializers.IntegerField()
+    error_rate = serializers.FloatField()
+    quantiles_ms = serializers.ListField(
+        child=serializers.FloatField(), help_text="Exact, one per quantile asked for."
+    )
+
+
+class AttributeBreakdownSerializer(serializers.Serializer[Any]):
+    """Exact latency per attribute value, from raw spans."""
+
+    key = serializers.CharField()
+    keys = serializers.ListField(
+        child=serializers.CharField(), help_text="Attribute keys of the pipeline's newest spans."
+    )
+    start = serializers.DateTimeField(help_text="At most max_window_seconds before end.")
+    end = serializers.DateTimeField()
+    covered_from = serializers.DateTimeField(
+        allow_null=True, help_text="Start of the oldest span read."
+    )
+    spans_read = serializers.IntegerField()
+    capped = serializers.BooleanField(help_text="Only the newest max_spans spans were read.")
+    max_spans = serializers.IntegerField()
+    max_window_seconds = serializers.IntegerField()
+    quantiles = serializers.ListField(child=serializers.FloatField())
+    values = serializers.ListField(
+        child=serializers.CharField(), help_text="The most frequent values, at most max_values."
+    )
+    max_values = serializers.IntegerField()
+    groups = AttributeGroupSerializer(many=True)

@@ -1,0 +1,66 @@
+"""The pipeline page: a server-rendered frame whose charts fetch their data from the API."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from latencyboard.dashboards import attribute_queries, queries
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.rollups.queries import END_TO_END
+from latencyboard.rollups.serializers import quantile_key
+
+# Window choices of the page: (label, seconds, step seconds); the step keeps every chart
+# between 60 and 170 points.
+WINDOWS = (
+    ("1h", 3600, 60),
+    ("6h", 6 * 3600, 300),
+    ("24h", 86400, 900),
+    ("7d", 7 * 86400, 3600),
+    ("28d", 28 * 86400, 6 * 3600),
+    ("90d", 90 * 86400, 86400),
+)
+PERCENTILES = (0.5, 0.9, 0.95, 0.99, 0.999)
+
+
+@login_required
+def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
+    try:
+        page = queries.pipeline_page(request.user, pipeline_id)
+    except Pipeline.DoesNotExist:
+        raise Http404("No such pipeline in your teams.") from None
+    pk = page.pipeline.pk
+    config = {
+        "pipeline": {"id": pk, "name": str(page.pipeline)},
+        "stages": [{"id": stage.id, "name": stage.name} for stage in page.stages],
+        "rootStageIds": list(page.root_stage_ids),
+        "endToEnd": END_TO_END,
+        "objectives": [
+            {
+                "id": objective.pk,
+                "name": objective.name,
+                "stage": objective.stage.name if objective.stage else None,
+                "thresholdMs": objective.threshold_ms,
+                "targetPercent": float(objective.target_percent),
+                "window": objective.get_window_display(),
+                "attainmentUrl": reverse("sla-attainment", args=[objective.pk]),
+            }
+            for objective in page.objectives
+        ],
+        "windows": [
+            {"label": label, "seconds": seconds, "step": step} for label, seconds, step in WINDOWS
+        ],
+        "percentiles": [{"q": q, "key": quantile_key(q)} for q in PERCENTILES],
+        "attributeMaxHours": attribute_queries.MAX_WINDOW.total_seconds() / 3600,
+        "urls": {
+            "percentiles": reverse("api-pipeline-percentiles", args=[pk]),
+            "breakdown": reverse("api-pipeline-stage-breakdown", args=[pk]),
+            "deployments": reverse("api-pipeline-deployments", args=[pk]),
+            "attributes": reverse("api-pipeline-attributes", args=[pk]),
+        },
+    }
+    return render(
+        request, "dashboards/pipeline.html", {"page": page, "config": config, "windows": WINDOWS}
+    )

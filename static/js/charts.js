@@ -1,0 +1,169 @@
+/* Shared Plotly helpers: latency formatting, axis titles with units, one look for every chart.
+ *
+ * Plain script, no build step: it defines window.LB.charts. Pages load Plotly first, from
+ * {% static 'vendor/plotly.min.js' %} (served locally, the product works offline), then this.
+ */
+(function () {
+  "use strict";
+
+  // Colour-blind-safe (Okabe-Ito, then Tol's muted); end to end is always the dark ink.
+  const PALETTE = [
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999933",
+    "#882255", "#44AA99", "#AA4499", "#117733", "#DDCC77",
+  ];
+  const INK = "#1d2330";
+  const MUTED = "#5b6475";
+  const GRID = "#e8ebf0";
+  const DEPLOY = "#7c3aed";
+  const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
+
+  /** A latency in ms, three significant digits or so (as the `ms` template filter). */
+  function formatMs(value) {
+    if (value === null || value === undefined || Number.isNaN(value)) return "–";
+    if (value >= 1000) return (value / 1000).toFixed(2) + " s";
+    if (value >= 100) return value.toFixed(0) + " ms";
+    if (value >= 10) return value.toFixed(1) + " ms";
+    return value.toFixed(2) + " ms";
+  }
+
+  /** A count with thousands separators. */
+  function formatCount(value) {
+    return value === null || value === undefined ? "–" : Math.round(value).toLocaleString("en-US");
+  }
+
+  /** A fraction (0..1) as a percentage with `digits` decimals. */
+  function formatShare(value, digits) {
+    return value === null || value === undefined ? "–" : (value * 100).toFixed(digits ?? 1) + "%";
+  }
+
+  /** A moment as "Nov 21 14:05 UTC" (dashboards run in UTC, as the rollups do). */
+  function formatTime(iso) {
+    const d = new Date(iso);
+    const month = d.toLocaleString("en-US", { month: "short", timeZone: "UTC" });
+    const pad = (n) => String(n).padStart(2, "0");
+    return `${month} ${d.getUTCDate()} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())} UTC`;
+  }
+
+  /** A round latency for an axis tick: 0.2 ms, 5 ms, 200 ms, 1 s, 2 s. */
+  function tickMs(value) {
+    const trim = (n) => String(Number(n.toPrecision(3)));
+    return value >= 1000 ? `${trim(value / 1000)} s` : `${trim(value)} ms`;
+  }
+
+  /** A latency axis: logarithmic with ticks at 1, 2 and 5 times the powers of ten spanning
+   * `values` (only the powers of ten when that would crowd it), or linear from zero. */
+  function latencyAxis(values, log, title) {
+    const axis = { title, rangemode: "tozero" };
+    const shown = values.filter((v) => v !== null && v > 0);
+    if (!log || !shown.length) return { ...axis, type: "linear", ticksuffix: " ms" };
+    const low = Math.floor(Math.log10(Math.min(...shown)));
+    const high = Math.ceil(Math.log10(Math.max(...shown)));
+    const steps = high - low > 4 ? [1] : [1, 2, 5];
+    const ticks = [];
+    for (let exponent = low; exponent <= high; exponent += 1) {
+      for (const step of steps) ticks.push(step * 10 ** exponent);
+    }
+    return { title, type: "log", tickvals: ticks, ticktext: ticks.map(tickMs) };
+  }
+
+  /** A stable colour per stage: by its position among the pipeline's stages. */
+  function stageColors(stages, endToEnd) {
+    const colors = { [endToEnd]: INK };
+    stages.forEach((stage, index) => { colors[stage.name] = PALETTE[index % PALETTE.length]; });
+    return colors;
+  }
+
+  /** An axis title carrying its unit, e.g. axisTitle("latency", "ms") → "latency (ms)". */
+  function axisTitle(quantity, unit) {
+    return { text: unit ? `${quantity} (${unit})` : quantity, font: { size: 12, color: MUTED } };
+  }
+
+  /** The layout every chart starts from; `overrides` are merged one level deep. */
+  function layout(overrides) {
+    const base = {
+      font: { family: FONT, size: 12, color: INK },
+      paper_bgcolor: "#fff",
+      plot_bgcolor: "#fff",
+      margin: { l: 64, r: 16, t: 12, b: 40 },
+      hoverlabel: { font: { family: FONT, size: 12 }, align: "left" },
+      legend: { orientation: "h", y: -0.18, x: 0, font: { size: 12 } },
+      xaxis: { gridcolor: GRID, linecolor: GRID, zeroline: false, automargin: true },
+      yaxis: { gridcolor: GRID, linecolor: GRID, zeroline: false, automargin: true },
+    };
+    const merged = { ...base };
+    for (const [key, value] of Object.entries(overrides || {})) {
+      merged[key] = value && typeof value === "object" && !Array.isArray(value) && base[key]
+        ? { ...base[key], ...value }
+        : value;
+    }
+    return merged;
+  }
+
+  /** Plotly config: responsive, no logo, a small mode bar, PNG export named after the chart. */
+  function config(name) {
+    return {
+      responsive: true,
+      displaylogo: false,
+      modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"],
+      toImageButtonOptions: { filename: name || "latencyboard" },
+    };
+  }
+
+  /** Vertical dotted lines and labels at deployment markers ("appeared" only: a rollout
+   * ends a version and starts another, one line is enough). Past `maxLabels` markers the
+   * labels become a small diamond, still with the details on hover. */
+  function deploymentDecorations(markers, maxLabels) {
+    const shown = markers.filter((m) => m.kind === "appeared");
+    const labelled = shown.length <= (maxLabels ?? 8);
+    return {
+      shapes: shown.map((m) => ({
+        type: "line", xref: "x", yref: "paper", x0: m.at, x1: m.at, y0: 0, y1: 1,
+        line: { color: DEPLOY, width: 1, dash: "dot" }, layer: "below",
+      })),
+      annotations: shown.map((m) => ({
+        x: m.at, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
+        text: labelled ? m.value : "◆", font: { size: 11, color: DEPLOY },
+        hovertext: `${m.attribute}: ${m.previous} → ${m.value}<br>${formatTime(m.at)}`,
+      })),
+    };
+  }
+
+  /** Replace a chart's content with a short message (no data, an error). */
+  function message(element, text) {
+    if (window.Plotly) Plotly.purge(element);
+    element.classList.add("is-empty");
+    element.textContent = text;
+  }
+
+  /** Draw (or redraw) a chart, clearing a message left there. */
+  function draw(element, traces, chartLayout, name) {
+    if (element.classList.contains("is-empty")) {
+      element.classList.remove("is-empty");
+      element.textContent = "";
+    }
+    return Plotly.react(element, traces, chartLayout, config(name));
+  }
+
+  /** GET JSON with the session cookie; throws with the API's detail on an error status. */
+  async function getJson(url, params) {
+    const query = new URLSearchParams(params || {});
+    const response = await fetch(`${url}?${query}`, {
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    });
+    if (!response.ok) {
+      let detail = response.statusText;
+      try { detail = JSON.stringify(await response.json()); } catch (_) { /* not JSON */ }
+      throw new Error(`${response.status} ${detail}`);
+    }
+    return response.json();
+  }
+
+  window.LB = window.LB || {};
+  window.LB.charts = {
+    PALETTE, INK, MUTED, GRID, DEPLOY,
+    formatMs, formatCount, formatShare, formatTime, tickMs, latencyAxis, stageColors, axisTitle,
+    layout, config,
+    deploymentDecorations, message, draw, getJson,
+  };
+})();

@@ -1,0 +1,238 @@
+"""The overview and the pipeline page in headless Chromium, on demo traffic folded as the
+workers fold it: the charts must plot what the APIs answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import cast
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from ingest.backfill import backfill_demo
+from latencyboard.dashboards.services import scan_versions
+from latencyboard.demo.profiles import STAGE_NAMES
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.rollups.services import fold_pending_batches
+from latencyboard.rollups.share_services import compute_stage_shares
+from latencyboard.sla.models import Objective
+from latencyboard.sla.services import create_objective
+from latencyboard.teams.models import Role, Team
+from tests.browser.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
+from tests.factories import make_team, make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# A day of the three demo pipelines at 0.5% of the live demo's rate: ~90 k spans, a few
+# requests a minute per pipeline, enough for every chart and quick to fold.
+SCALE = 0.005
+
+
+@dataclass(frozen=True)
+class Demo:
+    team: Team
+    fraud: Pipeline
+    objective: Objective
+    member: str
+    outsider: str
+
+
+@pytest.fixture
+def demo() -> Demo:
+    """Demo traffic of the last day, folded into rollups, stage shares, version segments and
+    the counters of an end-to-end objective on fraud-scorer; a member and an outsider."""
+    now = timezone.now()
+    team, other = make_team("demo"), make_team("other")
+    backfill_demo(team, days=1, end=now, now=now, scale=SCALE, seed=20261121)
+    while fold_pending_batches(timezone.now()).batches:
+        pass
+    compute_stage_shares(timezone.now(), seconds=120)
+    scan_versions(timezone.now(), seconds=60)
+    Pipeline.objects.create(team=other, service_name="their-secret-service")
+    admin = cast(User, make_user(team, role=Role.ADMIN, password=PASSWORD))
+    fraud = Pipeline.objects.get(team=team, service_name="fraud-scorer")
+    objective = create_objective(
+        team=team,
+        pipeline=fraud,
+        stage=None,
+        name="99% under 60 ms",
+        threshold_ms=60.0,
+        target_percent=Decimal("99"),
+        window="rolling_28d",
+        created_by=admin,
+    )
+    member = make_user(team, password=PASSWORD).get_username()
+    outsider = make_user(other, password=PASSWORD).get_username()
+    return Demo(team, fraud, objective, member, outsider)
+
+
+def open_pipeline(page, live_web, pipeline: Pipeline, query: str = "") -> None:
+    page.goto(f"{live_web.url}/pipelines/{pipeline.pk}/{query}")
+    page.wait_for_selector("body[data-loaded]:not(.loading)")
+
+
+def plotted(page, chart: str) -> list[dict]:
+    """The traces of a Plotly chart, as the page drew them."""
+    return page.evaluate(
+        f"""Array.from(document.getElementById({chart!r}).data, (t) => ({{
+            name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || []),
+            visible: t.visible === undefined ? true : t.visible,
+        }}))"""
+    )
+
+
+def test_overview_lists_my_pipelines_most_impacted_first(page, live_web, demo):
+    log_in(page, live_web, demo.member)
+
+    rows = page.locator("#overview tbody tr")
+    names = rows.locator("a.row-link").all_inner_texts()
+    screenshot(page, "overview")
+
+    # fraud-scorer has the only objective (and a tight one): it comes first, with a figure
+    assert names[0] == "fraud-scorer"
+    assert sorted(names) == ["clinical-alerts", "fraud-scorer", "recommender"]
+    first = rows.first
+    assert first.locator("[data-field=p99]").inner_text().endswith("ms")
+    assert "req/min" in first.locator("[data-field=traffic]").inner_text()
+    assert "of 99%" in first.locator("[data-field=sla]").inner_text()
+    assert "their-secret-service" not in page.inner_text("main")
+    first.locator("a.row-link").click()
+    page.wait_for_url(f"{live_web.url}/pipelines/{demo.fraud.pk}/")
+
+
+def test_pipeline_page_plots_what_the_apis_answer(page, live_web, demo):
+    log_in(page, live_web, demo.member)
+
+    # when the member opens fraud-scorer's page (24 hours, p99 by default)
+    with page.expect_response(lambda r: "/percentiles/" in r.url) as answer:
+        open_pipeline(page, live_web, demo.fraud)
+    api = answer.value.json()
+    screenshot(page, "pipeline")
+
+    # then each stage's plotted p99 is the API's, point for point
+    traces = {trace["name"]: trace for trace in plotted(page, "chart-percentiles")}
+    assert {"end-to-end", *STAGE_NAMES} <= set(traces)
+    for series in api["series"]:
+        name = "end-to-end" if series["stage"]["id"] is None else series["stage"]["name"]
+        if series["summary"]["n"]:
+            assert traces[name]["y"] == [point["p99"] for point in series["points"]], name
+    forward = next(s for s in api["series"] if s["stage"]["name"] == "model_forward")
+    busiest = max(forward["points"], key=lambda point: point["n"])
+    index = traces["model_forward"]["x"].index(busiest["t"])
+    assert traces["model_forward"]["y"][index] == busiest["p99"]
+    # and the root span's stage, the end-to-end latency again, is off until asked for
+    assert traces["POST /v1/score"]["visible"] == "legendonly"
+    # and hovering shows each stage's value, n and error bound
+    box = page.locator("#chart-percentiles .nsewdrag").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] / 2)
+    hover = page.locator("#chart-percentiles .hoverlayer")
+    hover.locator("text", has_text="n = ").first.wait_for()
+    assert "±1%" in (hover.text_content() or "")
+    page.locator("#percentiles").screenshot(path=str(ARTIFACTS / "pipeline-hover.png"))
+
+    # and the breakdown shows the six demo stages in both bars, shares adding up to 100%
+    bars = plotted(page, "chart-breakdown")
+    assert set(STAGE_NAMES) <= {bar["name"] for bar in bars}
+    for row in range(2):
+        assert sum(bar["x"][row] for bar in bars) == pytest.approx(100.0)
+    assert {trace["name"] for trace in plotted(page, "chart-shares")} == {
+        bar["name"] for bar in bars
+    }
+
+    # and the SLA chart and the error budget of the objective
+    assert plotted(page, "chart-sla")[0]["y"]
+    assert "error budget left" in page.inner_text("#budget")
+
+    # and one deployment line per version that appeared in the window
+    markers = page.request.get(
+        f"{live_web.url}/api/pipelines/{demo.fraud.pk}/deployments/",
+        params={"start": api["start"], "end": api["end"]},
+    ).json()["markers"]
+    lines = page.evaluate("document.getElementById('chart-percentiles').layout.shapes.length")
+    assert lines == sum(1 for marker in markers if marker["kind"] == "appeared")
+
+    # and the model.version breakdown by attribute, end to end and for model_forward
+    names = {trace["name"] for trace in plotted(page, "chart-attributes")}
+    assert names
+    assert all(name.startswith("model.version = v") for name in names)
+    assert "Exact percentiles from raw spans" in page.inner_text("#attribute-note")
+
+
+def test_switching_window_and_percentile_redraws_from_the_api(page, live_web, demo):
+    log_in(page, live_web, demo.member)
+    open_pipeline(page, live_web, demo.fraud)
+
+    # when the member picks 7 days at p50
+    with page.expect_response(lambda r: "/percentiles/" in r.url and "step=1h" in r.url) as answer:
+        page.click("#window-picker button[data-window='7d']")
+    page.wait_for_selector("body[data-loaded='7d']:not(.loading)")
+    page.click("#percentile-picker button[data-key='p50']")
+    api = answer.value.json()
+    screenshot(page, "pipeline-7d-p50")
+
+    # then the chart holds the hourly p50 of the API and the URL keeps the choice
+    end_to_end = next(t for t in plotted(page, "chart-percentiles") if t["name"] == "end-to-end")
+    assert end_to_end["y"] == [point["p50"] for point in api["series"][0]["points"]]
+    assert len(end_to_end["y"]) == 7 * 24
+    assert page.url.endswith("?window=7d&percentile=p50")
+
+
+def test_cache_hit_breakdown(page, live_web, demo):
+    log_in(page, live_web, demo.member)
+    open_pipeline(page, live_web, demo.fraud, "?window=6h")
+
+    with page.expect_response(lambda r: "/attributes/" in r.url and "key=cache_hit" in r.url):
+        page.select_option("#attribute-picker", "cache_hit")
+    page.wait_for_function(
+        "document.getElementById('chart-attributes').data"
+        " && document.getElementById('chart-attributes').data[0].name.startsWith('cache_hit')"
+    )
+
+    traces = plotted(page, "chart-attributes")
+    assert {t["name"] for t in traces} == {"cache_hit = true", "cache_hit = false"}
+    # a miss of the feature cache is the slow path of feature_hydration
+    hydration = {t["name"]: t["y"][t["x"].index("feature_hydration")] for t in traces}
+    assert hydration["cache_hit = false"] > hydration["cache_hit = true"]
+    screenshot(page, "pipeline-cache-hit")
+
+
+def test_pipeline_without_objective_offers_to_create_one(page, live_web, demo):
+    recommender = Pipeline.objects.get(team=demo.team, service_name="recommender")
+    log_in(page, live_web, demo.member)
+    open_pipeline(page, live_web, recommender, "?window=1h")
+
+    link = page.locator("#sla a", has_text="Create an objective")
+    assert link.get_attribute("href").endswith(f"?pipeline={recommender.pk}")
+    screenshot(page, "pipeline-1h-no-objective")
+
+
+def test_outsider_sees_none_of_another_teams_pipelines(page, live_web, demo):
+    log_in(page, live_web, demo.outsider)
+
+    body = page.inner_text("main")
+    response = page.goto(f"{live_web.url}/pipelines/{demo.fraud.pk}/")
+    api = page.request.get(
+        f"{live_web.url}/api/pipelines/{demo.fraud.pk}/stage-breakdown/",
+        params={"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z"},
+    )
+
+    assert "their-secret-service" in body
+    assert "fraud-scorer" not in body
+    assert "recommender" not in body
+    assert response.status == 404
+    assert "fraud-scorer" not in page.content()
+    assert api.status == 404
+
+
+def test_empty_overview_shows_how_to_send_traces(page, live_web):
+    team = make_team("fresh")
+    member = make_user(team, password=PASSWORD)
+    log_in(page, live_web, member.get_username())
+
+    text = page.inner_text("#send-traces")
+    screenshot(page, "overview-empty")
+
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318" in text
+    assert "OTEL_EXPORTER_OTLP_HEADERS" in text
