@@ -1,0 +1,376 @@
+"""Parameters and JSON shapes of the traces API (ids in hex, as OpenTelemetry shows them)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any, Final
+
+from rest_framework import serializers
+
+from latencyboard.traces import ids
+from latencyboard.traces.queries import (
+    DEFAULT_LIMIT,
+    DEFAULT_WINDOW,
+    EXEMPLAR_COUNT,
+    MAX_LIMIT,
+    MAX_WINDOW,
+    AttributeFilter,
+    Exemplars,
+    TraceSearch,
+    TraceSummary,
+    TraceWaterfall,
+)
+
+END_TO_END_STAGE: Final = "e2e"
+DEFAULT_QUANTILE: Final = 0.99
+MAX_EXEMPLARS: Final = 20
+KIND_NAMES: Final = {
+    0: "unspecified",
+    1: "internal",
+    2: "server",
+    3: "client",
+    4: "producer",
+    5: "consumer",
+}
+STATUS_NAMES: Final = {0: "unset", 1: "ok", 2: "error"}
+_WINDOW = re.compile(r"(\d{1,4})([mh])")
+_NEAR = re.compile(r"p(\d{1,2}(?:\.\d{1,4})?)")
+_STAGE_ID = re.compile(r"\d{1,18}")  # fits a bigint, so a typo cannot overflow the query
+_WINDOW_HOURS: Final = MAX_WINDOW // dt.timedelta(hours=1)
+
+
+class TraceSearchQuerySerializer(serializers.Serializer):
+    """Query parameters of ``GET /api/traces/``; validated data are ``TraceFilters`` keyword
+    arguments. Needs ``now`` in the context for the default window."""
+
+    pipeline = serializers.IntegerField(
+        required=False, min_value=1, help_text="Pipeline id. Default: all of your pipelines."
+    )
+    stage = serializers.CharField(
+        required=False,
+        help_text="Stage id: only traces having a span of this stage; min_ms/max_ms then "
+        f"bound that span's duration. `{END_TO_END_STAGE}` (the root spans) is the same as "
+        "no stage.",
+    )
+    start = serializers.DateTimeField(
+        required=False,
+        help_text="Earliest root span start, ISO 8601 (UTC unless an offset is given). "
+        f"Default with end: the last {DEFAULT_WINDOW // dt.timedelta(hours=1)} h.",
+    )
+    end = serializers.DateTimeField(
+        required=False,
+        help_text=f"Root spans starting before this. At most {_WINDOW_HOURS} h after start.",
+    )
+    window = serializers.CharField(
+        required=False,
+        help_text="Instead of start and end: the window ending now, like 15m, 1h or 24h.",
+    )
+    min_ms = serializers.FloatField(
+        required=False, min_value=0, help_text="Shortest duration in ms (inclusive)."
+    )
+    max_ms = serializers.FloatField(
+        required=False, min_value=0, help_text="Longest duration in ms (inclusive)."
+    )
+    status = serializers.ChoiceField(
+        choices=["error", "ok"],
+        required=False,
+        help_text="The root span's status: error, or anything else (ok, unset).",
+    )
+    attr = serializers.ListField(
+        child=serializers.CharField(allow_blank=True),
+        required=False,
+        help_text="key:value the root span's attributes must hold, like model.version:v8; "
+        "repeat for several (all must hold). Numbers and true/false also match typed values.",
+    )
+    limit = serializers.IntegerField(
+        default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, help_text="Traces to return."
+    )
+
+    def validate_stage(self, value: str) -> int | None:
+        return _stage(value)
+
+    def validate_attr(self, value: list[str]) -> tuple[AttributeFilter, ...]:
+        filters = []
+        for text in filter(str.strip, value):  # a form's empty field is no filter
+            key, colon, wanted = text.partition(":")
+            if not colon or not key.strip():
+                raise serializers.ValidationError(f"'{text}' is not key:value.")
+            filters.append(AttributeFilter(key.strip(), wanted.strip()))
+        return tuple(filters)
+
+    def validate_window(self, value: str) -> dt.timedelta:
+        match = _WINDOW.fullmatch(value.strip())
+        if match is None:
+            raise serializers.ValidationError("Use a number and a unit m or h, like 15m or 6h.")
+        window = dt.timedelta(**{"minutes" if match[2] == "m" else "hours": int(match[1])})
+        if not dt.timedelta(0) < window <= MAX_WINDOW:
+            raise serializers.ValidationError(f"From 1m to {_WINDOW_HOURS}h.")
+        return window
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        start, end, window = attrs.get("start"), attrs.get("end"), attrs.get("window")
+        if window is not None and (start is not None or end is not None):
+            raise serializers.ValidationError(
+                {"window": ["Give either window or start and end, not both."]}
+            )
+        if (start is None) != (end is None):
+            missing = "end" if end is None else "start"
+            raise serializers.ValidationError({missing: ["Give start and end together."]})
+        if start is None or end is None:
+            now: dt.datetime = self.context["now"]
+            start, end = now - (window or DEFAULT_WINDOW), now
+        return {
+            "start": start.astimezone(dt.UTC),
+            "end": end.astimezone(dt.UTC),
+            "pipeline_id": attrs.get("pipeline"),
+            "stage_id": attrs.get("stage"),
+            "min_ms": attrs.get("min_ms"),
+            "max_ms": attrs.get("max_ms"),
+            "status": attrs.get("status"),
+            "attributes": attrs.get("attr", ()),
+            "limit": attrs["limit"],
+        }
+
+
+class ExemplarQuerySerializer(serializers.Serializer):
+    """Query parameters of ``GET /api/traces/exemplars/``; validated data are
+    ``trace_exemplars`` keyword arguments."""
+
+    pipeline = serializers.IntegerField(min_value=1, help_text="Pipeline id.")
+    stage = serializers.CharField(
+        default=END_TO_END_STAGE,
+        help_text=f"Stage id, or `{END_TO_END_STAGE}` for the root spans (end to end).",
+    )
+    minute = serializers.DateTimeField(
+        help_text="The minute, ISO 8601; seconds are dropped (UTC unless an offset is given)."
+    )
+    quantile = serializers.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        help_text=f"The quantile to be near, in [0, 1]. Default {DEFAULT_QUANTILE}.",
+    )
+    near = serializers.CharField(
+        required=False,
+        help_text="Instead of quantile, as the charts name it: p50, p99, p99.9…",
+    )
+    count = serializers.IntegerField(
+        default=EXEMPLAR_COUNT, min_value=1, max_value=MAX_EXEMPLARS, help_text="Traces."
+    )
+
+    def validate_stage(self, value: str) -> int | None:
+        return _stage(value)
+
+    def validate_near(self, value: str) -> float:
+        match = _NEAR.fullmatch(value)
+        if match is None:
+            raise serializers.ValidationError("Use a percentile like p50, p99 or p99.9.")
+        return float(match[1]) / 100
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "near" in attrs and "quantile" in attrs:
+            raise serializers.ValidationError({"near": ["Give near or quantile, not both."]})
+        return {
+            "pipeline_id": attrs["pipeline"],
+            "stage_id": attrs["stage"],
+            "minute": attrs["minute"],
+            "quantile": attrs.get("near", attrs.get("quantile", DEFAULT_QUANTILE)),
+            "count": attrs["count"],
+        }
+
+
+def _stage(value: str) -> int | None:
+    """A stage id, or None for the end-to-end latency (the root spans)."""
+    if value == END_TO_END_STAGE:
+        return None
+    if not _STAGE_ID.fullmatch(value):
+        raise serializers.ValidationError(
+            f"'{value}' is neither a stage id nor {END_TO_END_STAGE}."
+        )
+    return int(value)
+
+
+# The response serializers only document the shapes; the *_data functions render them, as
+# plain dicts are several times faster than serializer fields for a waterfall of thousands of
+# spans. test_rendered_keys_are_the_documented_ones keeps the two in step.
+class _RefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class TraceSummarySerializer(serializers.Serializer):
+    """A trace found, by the span it was found by (its root span in a search)."""
+
+    trace_id = serializers.CharField(help_text="32 hex characters.")
+    span_id = serializers.CharField(help_text="16 hex characters.")
+    pipeline = _RefSerializer()
+    name = serializers.CharField(help_text="Span name.")
+    start_time = serializers.DateTimeField()
+    duration_ms = serializers.FloatField()
+    status = serializers.ChoiceField(choices=["error", "ok"])
+    status_message = serializers.CharField()
+    stage_duration_ms = serializers.FloatField(
+        allow_null=True,
+        help_text="With a stage filter: the trace's longest span of that stage (within the "
+        "duration bounds); else null.",
+    )
+
+
+class TraceSearchSerializer(serializers.Serializer):
+    """Root spans matching the filters, slowest first."""
+
+    start = serializers.DateTimeField(help_text="The window searched (root span starts).")
+    end = serializers.DateTimeField()
+    limit = serializers.IntegerField()
+    more = serializers.BooleanField(help_text="Whether more traces matched than returned.")
+    traces = TraceSummarySerializer(many=True)
+
+
+class ExemplarsSerializer(serializers.Serializer):
+    """Traces of one minute nearest to its exact quantile."""
+
+    pipeline = _RefSerializer()
+    stage = _RefSerializer(allow_null=True, help_text="Null: end to end (root spans).")
+    minute = serializers.DateTimeField()
+    quantile = serializers.FloatField()
+    n = serializers.IntegerField(help_text="Spans of the minute the quantile is taken over.")
+    quantile_ms = serializers.FloatField(
+        allow_null=True,
+        help_text="Exact: the order statistic of rank floor(quantile * (n - 1)); null when n is 0.",
+    )
+    traces = TraceSummarySerializer(
+        many=True, help_text="Nearest first; the span is the root or the stage's span."
+    )
+
+
+class WaterfallSpanSerializer(serializers.Serializer):
+    """One span in waterfall order (depth first, siblings by start time)."""
+
+    span_id = serializers.CharField(help_text="16 hex characters.")
+    parent_span_id = serializers.CharField(allow_null=True)
+    parent_index = serializers.IntegerField(
+        allow_null=True,
+        help_text="Position in spans of the span this one is drawn under; null at the top.",
+    )
+    depth = serializers.IntegerField()
+    name = serializers.CharField()
+    stage = serializers.CharField()
+    pipeline = _RefSerializer()
+    kind = serializers.ChoiceField(choices=sorted(KIND_NAMES.values()))
+    status = serializers.ChoiceField(choices=sorted(STATUS_NAMES.values()))
+    status_message = serializers.CharField()
+    start_time = serializers.DateTimeField()
+    offset_ms = serializers.FloatField(help_text="Start after the trace's start.")
+    duration_ms = serializers.FloatField()
+    self_ms = serializers.FloatField(
+        help_text="Duration minus the union of its children's intervals, clipped to it."
+    )
+    is_root = serializers.BooleanField(help_text="A pipeline's root span (end to end).")
+    critical = serializers.BooleanField(help_text="On the critical path.")
+    orphan = serializers.BooleanField(help_text="Its parent was not received.")
+    attributes = serializers.DictField()
+
+
+class TraceWaterfallSerializer(serializers.Serializer):
+    """Every span of a trace, nested, with self time and the critical path."""
+
+    trace_id = serializers.CharField(help_text="32 hex characters.")
+    start_time = serializers.DateTimeField(help_text="The earliest span's start.")
+    duration_ms = serializers.FloatField(help_text="Earliest start to latest end.")
+    span_count = serializers.IntegerField()
+    truncated = serializers.BooleanField(
+        help_text="More spans are stored than returned (the earliest-starting are)."
+    )
+    critical_path = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Positions in spans, root first: from the root, repeatedly the child that "
+        "finishes last (up to its parent's end; ties: the later start).",
+    )
+    spans = WaterfallSpanSerializer(many=True)
+
+
+def trace_search_data(result: TraceSearch) -> dict[str, Any]:
+    """The JSON body for ``result``, in the shape :class:`TraceSearchSerializer` shows."""
+    return {
+        "start": _iso(result.filters.start),
+        "end": _iso(result.filters.end),
+        "limit": result.filters.limit,
+        "more": result.more,
+        "traces": [trace_summary_data(trace) for trace in result.traces],
+    }
+
+
+def exemplars_data(result: Exemplars) -> dict[str, Any]:
+    """The JSON body for ``result``, in the shape :class:`ExemplarsSerializer` shows."""
+    return {
+        "pipeline": {"id": result.pipeline_id, "name": result.pipeline_name},
+        "stage": None
+        if result.stage_id is None
+        else {"id": result.stage_id, "name": result.stage_name},
+        "minute": _iso(result.minute),
+        "quantile": result.quantile,
+        "n": result.n,
+        "quantile_ms": result.quantile_ms,
+        "traces": [trace_summary_data(trace) for trace in result.traces],
+    }
+
+
+def trace_summary_data(trace: TraceSummary) -> dict[str, Any]:
+    return {
+        "trace_id": trace.trace_hex,
+        "span_id": trace.span_hex,
+        "pipeline": {"id": trace.pipeline_id, "name": trace.pipeline_name},
+        "name": trace.name,
+        "start_time": _iso(trace.start_time),
+        "duration_ms": trace.duration_ms,
+        "status": "error" if trace.is_error else "ok",
+        "status_message": trace.status_message,
+        "stage_duration_ms": trace.stage_duration_ms,
+    }
+
+
+def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
+    """The JSON body for ``result``, in the shape :class:`TraceWaterfallSerializer` shows."""
+    rows = result.waterfall.rows
+    position = {row.index: number for number, row in enumerate(rows)}
+    spans = []
+    for row in rows:
+        span = result.spans[row.index]
+        spans.append(
+            {
+                "span_id": ids.span_hex(span.span_id),
+                "parent_span_id": None
+                if span.parent_span_id is None
+                else ids.span_hex(span.parent_span_id),
+                "parent_index": None if row.parent is None else position[row.parent],
+                "depth": row.depth,
+                "name": span.name,
+                "stage": span.stage_name,
+                "pipeline": {"id": span.pipeline_id, "name": span.pipeline_name},
+                "kind": KIND_NAMES.get(span.kind, str(span.kind)),
+                "status": STATUS_NAMES.get(span.status_code, str(span.status_code)),
+                "status_message": span.status_message,
+                "start_time": _iso(span.start_time),
+                "offset_ms": row.offset_ns / 1e6,
+                "duration_ms": row.duration_ns / 1e6,
+                "self_ms": row.self_ns / 1e6,
+                "is_root": span.is_root,
+                "critical": row.critical,
+                "orphan": row.orphan,
+                "attributes": span.attributes,
+            }
+        )
+    return {
+        "trace_id": ids.trace_hex(result.trace_id),
+        "start_time": _iso(result.start_time),
+        "duration_ms": result.waterfall.duration_ns / 1e6,
+        "span_count": len(spans),
+        "truncated": result.truncated,
+        "critical_path": [position[index] for index in result.waterfall.critical_path],
+        "spans": spans,
+    }
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

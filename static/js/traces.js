@@ -1,0 +1,271 @@
+/* One trace's waterfall (HTML rows on a time axis) and flame view (Plotly icicle), drawn
+   from the #trace-data JSON, which has the shape of GET /api/traces/<trace_id>/. Loaded after
+   Plotly and charts.js (window.LB.charts). */
+(function () {
+  "use strict";
+
+  const C = window.LB.charts;
+  // The same two colours as the waterfall's bars (traces.css): blue spans, the critical path
+  // in vermillion, a colour-blind-safe pair.
+  const COLORS = { span: "#0072B2", critical: "#D55E00", trace: "#adb5bd" };
+  const data = JSON.parse(document.getElementById("trace-data").textContent);
+  const spans = data.spans;
+  // A trace of zero-length spans still needs an axis to draw on.
+  const total = data.duration_ms > 0 ? data.duration_ms : 1;
+
+  // One precision for the whole trace, so the columns of figures line up.
+  const digits = data.duration_ms < 1 ? 3 : 2;
+
+  function formatMs(ms) {
+    return ms.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  }
+
+  function niceStep(range, ticks) {
+    const raw = range / ticks;
+    const magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const factor of [1, 2, 5, 10]) {
+      if (factor * magnitude >= raw) return factor * magnitude;
+    }
+    return 10 * magnitude;
+  }
+
+  function element(tag, attributes, children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes || {})) {
+      if (name === "text") node.textContent = value;
+      else node.setAttribute(name, value);
+    }
+    for (const child of children || []) node.append(child);
+    return node;
+  }
+
+  function percent(ms) {
+    return (100 * ms) / total + "%";
+  }
+
+  function header(step) {
+    const axis = element("div", { class: "wf-axis" });
+    const tickDigits = Math.max(0, -Math.floor(Math.log10(step)));
+    for (let t = 0; t <= total + 1e-9; t += step) {
+      const label = element("span", { class: "wf-tick", text: t.toFixed(tickDigits) });
+      label.style.left = percent(t);
+      // Ticks at the right end are drawn to the left of their line, inside the axis.
+      if (t > 0.95 * total) label.classList.add("wf-tick-end");
+      axis.append(label);
+    }
+    return element("div", { class: "wf-row wf-header", role: "row" }, [
+      element("div", { class: "wf-name", text: "Span (time axis in ms)" }),
+      axis,
+      element("div", { class: "wf-num", text: "Total (ms)" }),
+      element("div", { class: "wf-num", text: "Self (ms)" }),
+    ]);
+  }
+
+  function row(span, index, hasChildren) {
+    const name = element("div", { class: "wf-name" });
+    name.style.setProperty("--depth", span.depth);
+    if (hasChildren) {
+      name.append(
+        element("button", {
+          class: "wf-toggle",
+          type: "button",
+          "aria-label": "Collapse children",
+          "aria-expanded": "true",
+          text: "▾",
+        }),
+      );
+    } else {
+      name.append(element("span", { class: "wf-toggle" }));
+    }
+    name.append(element("span", { class: "wf-label", text: span.name }));
+    if (span.stage !== span.name) {
+      name.append(element("span", { class: "wf-stage", text: span.stage }));
+    }
+    if (span.orphan) {
+      name.append(element("span", { class: "badge orphan", text: "parent not received" }));
+    }
+    if (span.status === "error") {
+      name.append(element("span", { class: "badge error", text: "error" }));
+    }
+    const bar = element("div", { class: "wf-bar" });
+    bar.style.left = percent(span.offset_ms);
+    bar.style.width = percent(span.duration_ms);
+    const classes = ["wf-row", "wf-span"];
+    if (span.critical) classes.push("critical");
+    if (span.status === "error") classes.push("error");
+    if (span.orphan) classes.push("orphan");
+    const title = span.critical ? "On the critical path" : "";
+    return element(
+      "div",
+      {
+        class: classes.join(" "),
+        role: "button",
+        tabindex: "0",
+        "aria-expanded": "false",
+        title: title,
+        "data-index": index,
+        "data-span-id": span.span_id,
+        "data-name": span.name,
+        "data-duration-ms": span.duration_ms,
+        "data-self-ms": span.self_ms,
+        "data-critical": span.critical,
+      },
+      [
+        name,
+        element("div", { class: "wf-track" }, [bar]),
+        element("div", { class: "wf-num wf-total", text: formatMs(span.duration_ms) }),
+        element("div", { class: "wf-num wf-self", text: formatMs(span.self_ms) }),
+      ],
+    );
+  }
+
+  function detail(span) {
+    const parent =
+      span.parent_span_id === null
+        ? "none (a root)"
+        : span.parent_span_id + (span.orphan ? " (parent not received)" : "");
+    const fields = [
+      ["Span id", span.span_id],
+      ["Parent span id", parent],
+      ["Pipeline", span.pipeline.name],
+      ["Stage", span.stage],
+      ["Kind", span.kind],
+      ["Status", span.status + (span.status_message ? ": " + span.status_message : "")],
+      ["Start (UTC)", span.start_time.replace("T", " ").replace("Z", "")],
+      ["Starts at", formatMs(span.offset_ms) + " ms"],
+      ["Duration", formatMs(span.duration_ms) + " ms"],
+      ["Self time", formatMs(span.self_ms) + " ms"],
+      ["Critical path", span.critical ? "yes" : "no"],
+    ];
+    const list = element("dl", { class: "wf-fields" });
+    for (const [term, value] of fields) {
+      list.append(element("div", {}, [element("dt", { text: term }), element("dd", { text: value })]));
+    }
+    const keys = Object.keys(span.attributes).sort();
+    const table = element("table", { class: "grid wf-attributes" }, [
+      element("caption", { text: keys.length ? "Attributes" : "No attributes" }),
+    ]);
+    for (const key of keys) {
+      const value = span.attributes[key];
+      table.append(
+        element("tr", {}, [
+          element("th", { class: "mono", text: key }),
+          element("td", { class: "mono", text: typeof value === "string" ? value : JSON.stringify(value) }),
+        ]),
+      );
+    }
+    return element("div", { class: "wf-detail", role: "region", "aria-label": "Span " + span.name }, [
+      list,
+      table,
+    ]);
+  }
+
+  function drawWaterfall(container) {
+    const step = niceStep(total, 6);
+    container.style.setProperty("--tick", (100 * step) / total + "%");
+    container.append(header(step));
+    const hasChildren = spans.map(() => false);
+    for (const span of spans) {
+      if (span.parent_index !== null) hasChildren[span.parent_index] = true;
+    }
+    const rows = spans.map((span, index) => row(span, index, hasChildren[index]));
+    const details = spans.map(() => null);
+    const collapsed = spans.map(() => false);
+    container.append(...rows);
+
+    function toggleDetail(index) {
+      const open = details[index] !== null;
+      if (open) {
+        details[index].remove();
+        details[index] = null;
+      } else {
+        details[index] = detail(spans[index]);
+        rows[index].after(details[index]);
+      }
+      rows[index].setAttribute("aria-expanded", String(!open));
+      rows[index].classList.toggle("selected", !open);
+    }
+
+    function applyCollapse() {
+      const hidden = spans.map(() => false);
+      spans.forEach((span, index) => {
+        const parent = span.parent_index;
+        hidden[index] = parent !== null && (hidden[parent] || collapsed[parent]);
+        rows[index].hidden = hidden[index];
+        if (details[index] !== null) details[index].hidden = hidden[index];
+      });
+    }
+
+    container.addEventListener("click", (event) => {
+      const target = event.target.closest(".wf-span");
+      if (target === null) return;
+      const index = Number(target.dataset.index);
+      const toggle = event.target.closest("button.wf-toggle");
+      if (toggle !== null) {
+        collapsed[index] = !collapsed[index];
+        toggle.textContent = collapsed[index] ? "▸" : "▾";
+        toggle.setAttribute("aria-expanded", String(!collapsed[index]));
+        toggle.setAttribute("aria-label", collapsed[index] ? "Expand children" : "Collapse children");
+        applyCollapse();
+      } else {
+        toggleDetail(index);
+      }
+    });
+    container.addEventListener("keydown", (event) => {
+      const target = event.target.closest(".wf-span");
+      if (target !== null && (event.key === "Enter" || event.key === " ")) {
+        event.preventDefault();
+        toggleDetail(Number(target.dataset.index));
+      }
+    });
+  }
+
+  function drawFlame(container) {
+    const ids = spans.map((_, index) => String(index));
+    const topLevel = spans.filter((span) => span.parent_index === null).length;
+    // Plotly draws one tree: several top-level spans (orphans) hang under the trace itself.
+    const root = topLevel > 1 ? "trace" : "";
+    const trace = {
+      type: "icicle",
+      ids: ids,
+      labels: spans.map((span) => span.name),
+      parents: spans.map((span) => (span.parent_index === null ? root : String(span.parent_index))),
+      values: spans.map((span) => span.self_ms),
+      branchvalues: "remainder",
+      sort: false,
+      tiling: { orientation: "v" },
+      customdata: spans.map((span) => [
+        formatMs(span.duration_ms),
+        formatMs(span.self_ms),
+        span.stage + (span.status === "error" ? " · error" : ""),
+      ]),
+      marker: { colors: spans.map((span) => (span.critical ? COLORS.critical : COLORS.span)) },
+      texttemplate: "%{label}<br>%{customdata[0]} ms",
+      hovertemplate:
+        "<b>%{label}</b><br>stage %{customdata[2]}<br>total %{customdata[0]} ms" +
+        "<br>self %{customdata[1]} ms<extra></extra>",
+    };
+    if (root) {
+      trace.ids.push(root);
+      trace.labels.push("trace (top-level spans)");
+      trace.parents.push("");
+      trace.values.push(0);
+      trace.customdata.push([formatMs(data.duration_ms), formatMs(0), "—"]);
+      trace.marker.colors.push(COLORS.trace);
+    }
+    const depth = Math.max(...spans.map((span) => span.depth)) + (root ? 2 : 1);
+    C.draw(
+      container,
+      [trace],
+      C.layout({
+        margin: { t: 4, l: 4, r: 4, b: 4 },
+        height: Math.min(640, Math.max(180, 46 * depth)),
+        uniformtext: { minsize: 12, mode: "hide" },
+      }),
+      "trace-" + data.trace_id,
+    );
+  }
+
+  drawWaterfall(document.getElementById("waterfall"));
+  drawFlame(document.getElementById("flame"));
+})();
