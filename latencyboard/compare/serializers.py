@@ -1,0 +1,218 @@
+"""Parameters and JSON shape of the compare API."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Final
+
+from rest_framework import serializers
+
+from latencyboard.compare import sampling, stats
+from latencyboard.compare.queries import Side
+
+MAX_WINDOW: Final = dt.timedelta(days=31)
+WINDOW_FIELDS: Final = ("a_start", "a_end", "b_start", "b_end")
+ATTRIBUTE_FIELDS: Final = ("start", "end", "attr", "a", "b")
+_MAX_ID: Final = 2**63 - 1
+
+
+class CompareQuerySerializer(serializers.Serializer):
+    """Query parameters of ``GET /api/compare/``: two windows, or two values of an attribute
+    in one window.
+
+    Validated data: ``pipeline`` (id), ``a`` and ``b`` (:class:`Side`), ``attribute`` (the
+    attribute key, None when comparing windows).
+    """
+
+    pipeline = serializers.IntegerField(
+        min_value=1, max_value=_MAX_ID, help_text="Id of a pipeline of one of your teams."
+    )
+    a_start = serializers.DateTimeField(
+        required=False,
+        help_text="Windows mode: start of window A (ISO 8601, UTC unless an offset is given).",
+    )
+    a_end = serializers.DateTimeField(required=False, help_text="Windows mode: end of A (excl.).")
+    b_start = serializers.DateTimeField(required=False, help_text="Windows mode: start of B.")
+    b_end = serializers.DateTimeField(required=False, help_text="Windows mode: end of B (excl.).")
+    start = serializers.DateTimeField(
+        required=False, help_text="Attribute mode: start of the one window both sides share."
+    )
+    end = serializers.DateTimeField(
+        required=False, help_text="Attribute mode: end of the window (exclusive)."
+    )
+    attr = serializers.CharField(
+        required=False,
+        max_length=255,
+        help_text="Attribute mode: the span attribute, e.g. `model.version`. Each span is "
+        "matched on its own attributes, so stages whose spans lack it have no data.",
+    )
+    a = serializers.CharField(
+        required=False, max_length=255, help_text="Attribute mode: the value of side A (`v7`)."
+    )
+    b = serializers.CharField(
+        required=False, max_length=255, help_text="Attribute mode: the value of side B (`v8`)."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        windows = [name for name in WINDOW_FIELDS if name in attrs]
+        attribute = [name for name in ATTRIBUTE_FIELDS if name in attrs]
+        if windows and attribute:
+            raise serializers.ValidationError(
+                {
+                    name: [
+                        "Give two windows (a_start, a_end, b_start, b_end) or one window "
+                        "and two values of an attribute (start, end, attr, a, b), not both."
+                    ]
+                    for name in attribute
+                }
+            )
+        expected = ATTRIBUTE_FIELDS if attribute else WINDOW_FIELDS
+        missing = [name for name in expected if name not in attrs]
+        if missing:
+            mode = "two values of an attribute" if attribute else "two windows"
+            raise serializers.ValidationError(
+                {name: [f"Required to compare {mode}."] for name in missing}
+            )
+        if attribute:
+            _check_window(attrs["start"], attrs["end"], "end")
+            if attrs["a"] == attrs["b"]:
+                raise serializers.ValidationError({"b": ["Must differ from a."]})
+            start, end = _utc(attrs["start"]), _utc(attrs["end"])
+            return {
+                "pipeline": attrs["pipeline"],
+                "a": Side(start, end, attrs["a"]),
+                "b": Side(start, end, attrs["b"]),
+                "attribute": attrs["attr"],
+            }
+        _check_window(attrs["a_start"], attrs["a_end"], "a_end")
+        _check_window(attrs["b_start"], attrs["b_end"], "b_end")
+        return {
+            "pipeline": attrs["pipeline"],
+            "a": Side(_utc(attrs["a_start"]), _utc(attrs["a_end"])),
+            "b": Side(_utc(attrs["b_start"]), _utc(attrs["b_end"])),
+            "attribute": None,
+        }
+
+
+def _check_window(start: dt.datetime, end: dt.datetime, field: str) -> None:
+    if end <= start:
+        raise serializers.ValidationError({field: ["Must be after the window's start."]})
+    if end - start > MAX_WINDOW:
+        raise serializers.ValidationError(
+            {field: [f"A window may span at most {MAX_WINDOW.days} days."]}
+        )
+
+
+def _utc(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC)
+
+
+class ComparedPipelineSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pipeline_id")
+    name = serializers.CharField(source="pipeline_name")
+
+
+class SideSampleSerializer(serializers.Serializer):
+    """What one side compared and how much of it was read."""
+
+    start = serializers.DateTimeField(source="side.start")
+    end = serializers.DateTimeField(source="side.end", help_text="Exclusive.")
+    value = serializers.CharField(
+        source="side.value", allow_null=True, help_text="The attribute's value; null for windows."
+    )
+    spans = serializers.IntegerField(
+        help_text=f"Spans in the sample, all stages together (at most "
+        f"{sampling.MAX_SPANS_PER_SIDE:,})."
+    )
+    fraction = serializers.FloatField(
+        help_text="Probability that a span of this side is in the sample; 1 when every span "
+        "was read."
+    )
+    estimated_spans = serializers.IntegerField(
+        help_text="The side's spans, estimated as spans / fraction (exact when fraction is 1)."
+    )
+
+
+class ComparedStageSerializer(serializers.Serializer):
+    id = serializers.IntegerField(
+        source="stage_id", allow_null=True, help_text="Stage id; null for end-to-end."
+    )
+    name = serializers.CharField()
+
+
+_CHANGES: Final = [change.value for change in stats.Change]
+
+
+class QuantileDeltaSerializer(serializers.Serializer):
+    """One quantile on both sides and its change B - A, in ms."""
+
+    q = serializers.FloatField()
+    key = serializers.CharField(help_text="`p50`, `p95`, `p99`.")
+    a_ms = serializers.FloatField(allow_null=True, help_text="Quantile of A; null without spans.")
+    b_ms = serializers.FloatField(allow_null=True, help_text="Quantile of B; null without spans.")
+    delta_ms = serializers.FloatField(allow_null=True, help_text="B - A.")
+    delta_pct = serializers.FloatField(
+        allow_null=True, help_text="(B - A) / A in percent; null when A is 0."
+    )
+    ci_low_ms = serializers.FloatField(
+        allow_null=True,
+        help_text="Lower bound of the confidence interval of delta_ms; null without enough data.",
+    )
+    ci_high_ms = serializers.FloatField(allow_null=True, help_text="Upper bound.")
+    min_spans = serializers.IntegerField(help_text="Spans each side needs for a verdict.")
+    enough_data = serializers.BooleanField()
+    significant = serializers.BooleanField(
+        help_text="The interval excludes 0 and the change is at least min_delta_ms and "
+        "min_delta_pct."
+    )
+    change = serializers.ChoiceField(choices=_CHANGES)
+
+
+class StageComparisonSerializer(serializers.Serializer):
+    """One stage (or end to end) compared."""
+
+    stage = ComparedStageSerializer(source="*")
+    n_a = serializers.IntegerField(source="delta.n_a", help_text="Spans of A in the sample.")
+    n_b = serializers.IntegerField(source="delta.n_b", help_text="Spans of B in the sample.")
+    change = serializers.ChoiceField(
+        source="delta.change",
+        choices=_CHANGES,
+        help_text="The change of the verdict's quantile; `none` when no quantile changed "
+        "significantly.",
+    )
+    significant = serializers.BooleanField(source="delta.significant")
+    verdict = serializers.CharField(help_text="The stage's verdict in words.")
+    quantiles = QuantileDeltaSerializer(source="delta.quantiles", many=True)
+
+
+class CompareMethodSerializer(serializers.Serializer):
+    """How the figures were computed; the same for every answer."""
+
+    quantiles = serializers.ListField(child=serializers.FloatField())
+    confidence = serializers.FloatField(
+        help_text="Simultaneous over a stage's quantiles (Bonferroni)."
+    )
+    resamples = serializers.IntegerField(help_text="Bootstrap resamples.")
+    min_delta_ms = serializers.FloatField(
+        source="thresholds.min_delta_ms", help_text="A significant change is at least this…"
+    )
+    min_delta_pct = serializers.FloatField(
+        source="thresholds.min_delta_pct", help_text="…and at least this percent of A."
+    )
+    max_spans_per_side = serializers.IntegerField()
+    seed = serializers.IntegerField(help_text="Seeds the sample and the bootstrap.")
+
+
+class ComparisonSerializer(serializers.Serializer):
+    """Latency of a pipeline's stages, side A against side B."""
+
+    pipeline = ComparedPipelineSerializer(source="*")
+    mode = serializers.ChoiceField(choices=["windows", "attribute"])
+    attribute = serializers.CharField(allow_null=True)
+    a = SideSampleSerializer()
+    b = SideSampleSerializer()
+    headline = serializers.CharField(help_text="One sentence over every stage.")
+    method = CompareMethodSerializer()
+    stages = StageComparisonSerializer(
+        many=True, help_text="End to end first, then each stage with spans on either side."
+    )
