@@ -1,7 +1,8 @@
-"""REST API of SLA objectives: list, create, read, delete, and attainment over time.
+"""REST API of SLA objectives: list, create, read, delete, attainment over time, and
+maintenance windows.
 
 Objectives of teams the user is not in do not exist here (404, never 403); within their own
-teams, members read and only admins create or delete (403).
+teams, members read and only admins create or delete objectives and maintenance windows (403).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -19,6 +21,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -27,6 +30,8 @@ from latencyboard.sla.models import Objective
 from latencyboard.sla.serializers import (
     AttainmentQuerySerializer,
     AttainmentSeriesSerializer,
+    MaintenanceWindowCreateSerializer,
+    MaintenanceWindowSerializer,
     ObjectiveCreateSerializer,
     ObjectiveSerializer,
 )
@@ -51,6 +56,21 @@ _ATTAINMENT_EXAMPLE = {
             "attainment_percent": None,
         },
     ],
+    "burn_down": [
+        {
+            "at": "2026-11-20T01:00:00Z",
+            "good": 998,
+            "total": 1000,
+            "remaining_percent": -100.0,
+        },
+        {
+            "at": "2026-11-20T02:00:00Z",
+            "good": 998,
+            "total": 1000,
+            "remaining_percent": -100.0,
+        },
+    ],
+    "maintenance": [{"start": "2026-11-20T01:00:00Z", "end": "2026-11-20T01:30:00Z"}],
     "window": {
         "kind": "rolling_28d",
         "start": "2026-10-23T12:01:00Z",
@@ -68,6 +88,7 @@ _ATTAINMENT_EXAMPLE = {
         "consumed_percent": 43.828085957021486,
         "remaining_percent": 56.171914042978514,
     },
+    "excluded": {"good": 1_200, "total": 1_250},
 }
 
 
@@ -151,3 +172,62 @@ class ObjectiveViewSet(
             now,
         )
         return Response(AttainmentSeriesSerializer(series).data)
+
+    @extend_schema(
+        methods=["GET"],
+        summary="Maintenance windows covering the objective",
+        description="Its own and its pipeline's, by start. Deleted windows stay listed with "
+        "deleted_at and deleted_by; they no longer exclude anything.",
+        responses={200: MaintenanceWindowSerializer(many=True)},
+    )
+    @extend_schema(
+        methods=["POST"],
+        summary="Add a maintenance window (team admins)",
+        description="Attainment leaves out every minute that starts in [start, end), of this "
+        "objective or (covers: pipeline) of every objective of its pipeline. The exact "
+        "counters are not changed.",
+        request=MaintenanceWindowCreateSerializer,
+        responses={201: MaintenanceWindowSerializer},
+    )
+    @action(detail=True, methods=["get", "post"], url_path="maintenance")
+    def maintenance(self, request: Request, pk: str | None = None) -> Response:
+        objective = self.get_object()
+        if request.method == "GET":
+            windows = queries.maintenance_windows(objective)
+            return Response(MaintenanceWindowSerializer(windows, many=True).data)
+        given = MaintenanceWindowCreateSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        window = services.add_maintenance_window(
+            objective,
+            covers=given.validated_data["covers"],
+            start=given.validated_data["start"],
+            end=given.validated_data["end"],
+            reason=given.validated_data["reason"],
+            created_by=request.user,
+            now=timezone.now(),
+        )
+        return Response(MaintenanceWindowSerializer(window).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Delete a maintenance window (team admins)",
+        description="The row stays, with deleted_at and deleted_by, and excludes nothing "
+        "from then on. 404 when it is already deleted.",
+        parameters=[OpenApiParameter("window_id", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        responses={204: None},
+    )
+    @action(
+        detail=True,
+        methods=["delete"],
+        url_path=r"maintenance/(?P<window_id>[0-9]+)",
+        url_name="maintenance-detail",
+    )
+    def delete_maintenance(
+        self, request: Request, pk: str | None = None, window_id: str | None = None
+    ) -> Response:
+        objective = self.get_object()
+        window = get_object_or_404(
+            queries.maintenance_windows(objective), pk=window_id, deleted_at__isnull=True
+        )
+        if not services.delete_maintenance_window(window, request.user, timezone.now()):
+            raise NotFound("Already deleted.")
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -3,11 +3,16 @@
 Everything here works on integers summed from :class:`~latencyboard.sla.models.SlaMinute`
 rows, so an auditor re-counting raw spans gets the same numbers: whether an objective is met is
 decided in exact decimal arithmetic, and percentages are only for display.
+
+Maintenance windows take whole minutes out of every sum here: a minute is excluded when it
+*starts* inside a window (see :func:`excluded_minutes`). The counters are never changed, so the
+numbers with and without maintenance can both be recomputed from them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -67,15 +72,65 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
+class MinuteRange:
+    """The minutes whose start lies in ``[start, end)``; both are whole minutes."""
+
+    start: dt.datetime
+    end: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    good: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetPoint:
+    """The error budget left at ``at``, from the counts since the series' start."""
+
+    at: dt.datetime
+    good: int
+    total: int
+    remaining_percent: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowBudget:
+    """The objective's window as of now: its budget without maintenance minutes, and the
+    counts of the maintenance minutes left out (``summary`` plus ``excluded`` is the window
+    with maintenance counted)."""
+
+    window: Window
+    summary: Budget
+    excluded: Counts
+
+    def counting_maintenance(self) -> Budget:
+        """The window's budget as it would be with its maintenance minutes counted."""
+        return budget(
+            self.summary.good + self.excluded.good,
+            self.summary.total + self.excluded.total,
+            self.summary.target_percent,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class AttainmentSeries:
-    """Per-step counts over ``[start, end)`` and the objective's own window as of now."""
+    """Per-step counts over ``[start, end)`` and the objective's own window as of now.
+
+    ``buckets`` and ``burn_down`` leave out the minutes in ``maintenance`` (the excluded
+    ranges within ``[start, end)``), as ``summary`` leaves out those within ``window``.
+    """
 
     start: dt.datetime
     end: dt.datetime
     step: dt.timedelta
     buckets: tuple[Bucket, ...]
+    burn_down: tuple[BudgetPoint, ...]
+    maintenance: tuple[MinuteRange, ...]
     window: Window
     summary: Budget
+    excluded: Counts
 
 
 def _utc(moment: dt.datetime) -> dt.datetime:
@@ -103,6 +158,40 @@ def objective_window(kind: str, now: dt.datetime) -> Window:
 def floor_minute(moment: dt.datetime) -> dt.datetime:
     """The start of the minute ``moment`` lies in, in UTC."""
     return _utc(moment).replace(second=0, microsecond=0)
+
+
+def ceil_minute(moment: dt.datetime) -> dt.datetime:
+    """The first minute start at or after ``moment``, in UTC."""
+    floor = floor_minute(moment)
+    return floor if floor == _utc(moment) else floor + MINUTE
+
+
+def excluded_minutes(
+    windows: Iterable[tuple[dt.datetime, dt.datetime]], start: dt.datetime, end: dt.datetime
+) -> tuple[MinuteRange, ...]:
+    """The minutes of ``[start, end)`` that maintenance ``windows`` exclude, sorted and merged.
+
+    A minute is excluded when it starts inside a window ``[window_start, window_end)``: those
+    are the minutes of ``[ceil_minute(window_start), ceil_minute(window_end))``. So a window of
+    10:00:30 to 10:05:00 excludes 10:01 to 10:04 (10:00 started before it), one of 10:00:10
+    to 10:00:50 excludes nothing, and one of 10:00 to 10:00:01 excludes 10:00. Overlapping and
+    touching ranges are merged; ``start`` and ``end`` are rounded down to the minute.
+    """
+    start, end = floor_minute(start), floor_minute(end)
+    ranges = sorted(
+        (max(ceil_minute(window_start), start), min(ceil_minute(window_end), end))
+        for window_start, window_end in windows
+    )
+    merged: list[MinuteRange] = []
+    for range_start, range_end in ranges:
+        if range_start >= range_end:
+            continue
+        if merged and range_start <= merged[-1].end:
+            if range_end > merged[-1].end:
+                merged[-1] = MinuteRange(merged[-1].start, range_end)
+        else:
+            merged.append(MinuteRange(range_start, range_end))
+    return tuple(merged)
 
 
 def bucket_count(start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> int:
@@ -186,3 +275,20 @@ def budget(good: int, total: int, target_percent: Decimal) -> Budget:
         consumed_percent=consumed_percent,
         remaining_percent=None if consumed_percent is None else 100 - consumed_percent,
     )
+
+
+def burn_down(buckets: Iterable[Bucket], target_percent: Decimal) -> tuple[BudgetPoint, ...]:
+    """The error budget left at the end of each bucket, counting from the first one.
+
+    Each point is :func:`budget` of the counts so far, so over an objective's window the last
+    point equals the window's summary. ``remaining_percent`` is None until something was
+    counted (or for a 100% target, which has no budget).
+    """
+    good = total = 0
+    points = []
+    for bucket in buckets:
+        good += bucket.good
+        total += bucket.total
+        remaining = budget(good, total, target_percent).remaining_percent
+        points.append(BudgetPoint(bucket.end, good, total, remaining))
+    return tuple(points)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -61,3 +62,75 @@ class SlaMinute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.objective} {self.minute}: {self.good}/{self.total}"
+
+
+MAINTENANCE_REASON_MAX_LENGTH = 500
+
+
+class Coverage(models.TextChoices):
+    """What a maintenance window covers (stored as which of its two keys is set)."""
+
+    OBJECTIVE = "objective", "This objective"
+    PIPELINE = "pipeline", "Every objective of the pipeline"
+
+
+class MaintenanceWindow(models.Model):
+    """Planned work whose minutes do not count toward attainment or the error budget.
+
+    It covers one objective, or every objective of one pipeline. A minute counter is left out
+    when the minute *starts* inside ``[start, end)``; the counters themselves are never
+    touched, so attainment can be recomputed with and without any window.
+
+    Rows are only ever added. Deleting one records who and when in ``deleted_at`` and
+    ``deleted_by`` (set once); from then on it excludes nothing, but stays for the audit trail.
+    """
+
+    objective = models.ForeignKey(
+        Objective,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="maintenance_windows",
+    )
+    pipeline = models.ForeignKey(
+        Pipeline,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="maintenance_windows",
+        help_text="Set instead of objective: the window covers every objective of the pipeline.",
+    )
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    reason = models.CharField(max_length=MAINTENANCE_REASON_MAX_LENGTH)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    deleted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(objective__isnull=False, pipeline__isnull=True)
+                | models.Q(objective__isnull=True, pipeline__isnull=False),
+                name="maintenance_covers_objective_or_pipeline",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(start__lt=models.F("end")), name="maintenance_start_before_end"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reason} ({self.start:%Y-%m-%d %H:%M} to {self.end:%Y-%m-%d %H:%M} UTC)"
+
+    @property
+    def covers(self) -> Coverage:
+        return Coverage.OBJECTIVE if self.objective_id is not None else Coverage.PIPELINE

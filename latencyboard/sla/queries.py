@@ -1,16 +1,25 @@
-"""Reads of SLA objectives and their attainment, scoped to the teams a user belongs to."""
+"""Reads of SLA objectives and their attainment, scoped to the teams a user belongs to.
+
+Attainment leaves out the minutes of maintenance windows (see ``attainment.excluded_minutes``);
+the counters keep them, so :class:`~latencyboard.sla.attainment.WindowBudget` reports both.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
+from functools import reduce
+from operator import or_
 
 import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import BigIntegerField, DateTimeField, F, Func, QuerySet, Sum, Value
+from django.db.models import BigIntegerField, DateTimeField, F, Func, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 
+from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla import attainment as maths
-from latencyboard.sla.models import Objective, SlaMinute
+from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
+from latencyboard.teams.models import Membership, Role
 from latencyboard.teams.queries import teams_of
 
 
@@ -23,8 +32,92 @@ def objectives_of(user: User | AnonymousUser) -> QuerySet[Objective]:
     )
 
 
-def _minutes(objective: Objective, start: dt.datetime, end: dt.datetime) -> QuerySet[SlaMinute]:
-    return SlaMinute.objects.filter(objective=objective, minute__gte=start, minute__lt=end)
+def pipelines_for_new_objectives(user: User | AnonymousUser) -> QuerySet[Pipeline]:
+    """The pipelines ``user`` may create objectives for: those of the teams they administer."""
+    if not user.is_authenticated:
+        return Pipeline.objects.none()
+    return (
+        # One filter() call: both conditions hold for the same membership row.
+        Pipeline.objects.filter(team__memberships__user=user, team__memberships__role=Role.ADMIN)
+        .select_related("team")
+        .order_by("team__name", "service_name", "environment")
+    )
+
+
+def memberships_of(user: User | AnonymousUser) -> list[tuple[Membership, list[str]]]:
+    """``user``'s memberships, each with the usernames of its team's admins (to ask)."""
+    if not user.is_authenticated:
+        return []
+    memberships = list(
+        Membership.objects.filter(user=user).select_related("team").order_by("team__name")
+    )
+    admins: dict[int, list[str]] = {}
+    for team_id, username in (
+        Membership.objects.filter(team__in=[m.team_id for m in memberships], role=Role.ADMIN)
+        .order_by("user__username")
+        .values_list("team_id", "user__username")
+    ):
+        admins.setdefault(team_id, []).append(username)
+    return [(m, admins.get(m.team_id, [])) for m in memberships]
+
+
+def maintenance_windows(objective: Objective) -> QuerySet[MaintenanceWindow]:
+    """Every maintenance window covering ``objective`` (its own and its pipeline's), deleted
+    ones included, by start; ``deleted_at`` tells them apart."""
+    return (
+        MaintenanceWindow.objects.filter(Q(objective=objective) | Q(pipeline=objective.pipeline_id))
+        .select_related("created_by", "deleted_by")
+        .order_by("start", "id")
+    )
+
+
+def _excluded(
+    objective: Objective, start: dt.datetime, end: dt.datetime
+) -> tuple[maths.MinuteRange, ...]:
+    windows = (
+        maintenance_windows(objective)
+        .filter(deleted_at__isnull=True, start__lt=end, end__gt=start)
+        .values_list("start", "end")
+    )
+    return maths.excluded_minutes(windows, start, end)
+
+
+def _in_ranges(ranges: Sequence[maths.MinuteRange]) -> Q:
+    return reduce(or_, (Q(minute__gte=r.start, minute__lt=r.end) for r in ranges))
+
+
+def _minutes(
+    objective: Objective,
+    start: dt.datetime,
+    end: dt.datetime,
+    excluded: Sequence[maths.MinuteRange] = (),
+) -> QuerySet[SlaMinute]:
+    minutes = SlaMinute.objects.filter(objective=objective, minute__gte=start, minute__lt=end)
+    return minutes.exclude(_in_ranges(excluded)) if excluded else minutes
+
+
+def _counts(minutes: QuerySet[SlaMinute]) -> maths.Counts:
+    sums = minutes.aggregate(
+        good=Coalesce(Sum("good"), 0, output_field=BigIntegerField()),
+        total=Coalesce(Sum("total"), 0, output_field=BigIntegerField()),
+    )
+    return maths.Counts(int(sums["good"]), int(sums["total"]))
+
+
+def window_budget(objective: Objective, now: dt.datetime) -> maths.WindowBudget:
+    """Attainment and error budget of ``objective``'s window as of ``now``, without the
+    minutes of its maintenance windows (whose counts come back as ``excluded``)."""
+    window = maths.objective_window(objective.window, now)
+    excluded = _excluded(objective, window.start, window.end)
+    kept = _counts(_minutes(objective, window.start, window.end, excluded))
+    left_out = (
+        _counts(_minutes(objective, window.start, window.end).filter(_in_ranges(excluded)))
+        if excluded
+        else maths.Counts(0, 0)
+    )
+    return maths.WindowBudget(
+        window, maths.budget(kept.good, kept.total, objective.target_percent), left_out
+    )
 
 
 def attainment(
@@ -37,18 +130,21 @@ def attainment(
     """Good and total requests per ``step`` over ``[start, end)``, and the objective's window.
 
     Counters are per minute, so ``start`` and ``end`` are rounded down to the minute and
-    ``step`` must be whole minutes. The window (rolling 28 days or calendar month, as of
-    ``now``) carries attainment, error budget and whether the objective is met.
+    ``step`` must be whole minutes. Minutes in maintenance windows are left out of every
+    count. The window (rolling 28 days or calendar month, as of ``now``) carries attainment,
+    error budget and whether the objective is met; ``burn_down`` is the budget left at the end
+    of each step, counted from ``start``.
     """
     start, end = maths.floor_minute(start), maths.floor_minute(end)
     if step % maths.MINUTE or step <= dt.timedelta(0):
         raise ValueError("step must be a positive whole number of minutes")
     if maths.bucket_count(start, end, step) > maths.MAX_BUCKETS:
         raise ValueError(f"at most {maths.MAX_BUCKETS} steps")
+    excluded = _excluded(objective, start, end)
     # Summed per step in the database (date_bin aligns steps to start, as series() does) so a
     # long range does not ship one row per minute.
     rows = (
-        _minutes(objective, start, end)
+        _minutes(objective, start, end, excluded)
         .annotate(
             bucket=Func(
                 Value(step),
@@ -71,11 +167,15 @@ def attainment(
         np.array([int(row[1]) for row in fetched], dtype=np.int64),
         np.array([int(row[2]) for row in fetched], dtype=np.int64),
     )
-
-    window = maths.objective_window(objective.window, now)
-    sums = _minutes(objective, window.start, window.end).aggregate(
-        good=Coalesce(Sum("good"), 0, output_field=BigIntegerField()),
-        total=Coalesce(Sum("total"), 0, output_field=BigIntegerField()),
+    budget = window_budget(objective, now)
+    return maths.AttainmentSeries(
+        start=start,
+        end=end,
+        step=step,
+        buckets=buckets,
+        burn_down=maths.burn_down(buckets, objective.target_percent),
+        maintenance=excluded,
+        window=budget.window,
+        summary=budget.summary,
+        excluded=budget.excluded,
     )
-    summary = maths.budget(int(sums["good"]), int(sums["total"]), objective.target_percent)
-    return maths.AttainmentSeries(start, end, step, buckets, window, summary)

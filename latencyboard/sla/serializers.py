@@ -6,6 +6,7 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -13,7 +14,13 @@ from rest_framework import serializers
 
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.sla import attainment as maths
-from latencyboard.sla.models import Objective, Window
+from latencyboard.sla.models import (
+    MAINTENANCE_REASON_MAX_LENGTH,
+    Coverage,
+    MaintenanceWindow,
+    Objective,
+    Window,
+)
 from latencyboard.teams.queries import teams_of
 
 
@@ -158,14 +165,84 @@ class BudgetSerializer(serializers.Serializer[maths.Budget]):
     remaining_percent = serializers.FloatField(allow_null=True)
 
 
+class BudgetPointSerializer(serializers.Serializer[maths.BudgetPoint]):
+    at = serializers.DateTimeField()
+    good = serializers.IntegerField(help_text="Since the series' start.")
+    total = serializers.IntegerField(help_text="Since the series' start.")
+    remaining_percent = serializers.FloatField(
+        allow_null=True, help_text="Empty until something was counted, or for a 100% target."
+    )
+
+
+class MinuteRangeSerializer(serializers.Serializer[maths.MinuteRange]):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+
+
+class CountsSerializer(serializers.Serializer[maths.Counts]):
+    good = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
 class AttainmentSeriesSerializer(serializers.Serializer[maths.AttainmentSeries]):
     start = serializers.DateTimeField()
     end = serializers.DateTimeField()
     step_seconds = serializers.SerializerMethodField()
-    buckets = BucketSerializer(many=True)
+    buckets = BucketSerializer(many=True, help_text="Maintenance minutes left out.")
+    burn_down = BudgetPointSerializer(
+        many=True,
+        help_text="Error budget left at the end of each step, counted from start; over the "
+        "objective's window (the default range) its last point is the summary.",
+    )
+    maintenance = MinuteRangeSerializer(
+        many=True,
+        help_text="Minutes of [start, end) left out for maintenance: those starting inside "
+        "a maintenance window, merged into ranges.",
+    )
     window = WindowSerializer()
-    summary = BudgetSerializer()
+    summary = BudgetSerializer(help_text="The window without its maintenance minutes.")
+    excluded = CountsSerializer(
+        help_text="Requests of the window's maintenance minutes: summary plus excluded is "
+        "the window with maintenance counted."
+    )
 
     @extend_schema_field(OpenApiTypes.INT)
     def get_step_seconds(self, series: maths.AttainmentSeries) -> int:
         return series.step // dt.timedelta(seconds=1)
+
+
+class MaintenanceWindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
+    covers = serializers.ChoiceField(choices=Coverage.choices, read_only=True)
+    created_by = serializers.SlugRelatedField[User](slug_field="username", read_only=True)
+    deleted_by = serializers.SlugRelatedField[User](slug_field="username", read_only=True)
+
+    class Meta:
+        model = MaintenanceWindow
+        fields = [
+            "id",
+            "covers",
+            "objective",
+            "pipeline",
+            "start",
+            "end",
+            "reason",
+            "created_by",
+            "created_at",
+            "deleted_by",
+            "deleted_at",
+        ]
+        read_only_fields = fields
+
+
+class MaintenanceWindowCreateSerializer(serializers.Serializer[MaintenanceWindow]):
+    """A new maintenance window of the objective in the URL, or of its whole pipeline."""
+
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField(help_text="Exclusive.")
+    reason = serializers.CharField(max_length=MAINTENANCE_REASON_MAX_LENGTH)
+    covers = serializers.ChoiceField(choices=Coverage.choices, default=Coverage.OBJECTIVE)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["end"] <= attrs["start"]:
+            raise serializers.ValidationError({"end": "Must be after the start."})
+        return attrs

@@ -1,9 +1,15 @@
-"""Writes for SLA objectives: creating one back-fills its exact counters, deleting drops them."""
+"""Writes for SLA objectives and their maintenance windows.
+
+Creating an objective back-fills its exact counters, deleting one drops them. Maintenance
+windows never touch the counters: they are rows that attainment queries leave minutes out by.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from decimal import Decimal
+from typing import cast
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -11,7 +17,13 @@ from django.db import connection, transaction
 
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.sla.counting import ADVISORY_LOCK_KEY
-from latencyboard.sla.models import Objective, Window
+from latencyboard.sla.models import (
+    MAINTENANCE_REASON_MAX_LENGTH,
+    Coverage,
+    MaintenanceWindow,
+    Objective,
+    Window,
+)
 from latencyboard.teams.models import Role, Team
 from latencyboard.teams.queries import has_role
 
@@ -52,9 +64,10 @@ def _lock_against_rollups() -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
 
 
-def _require_admin(user: User | AnonymousUser, team: Team) -> None:
+def _require_admin(user: User | AnonymousUser, team: Team) -> User:
     if not has_role(user, team, Role.ADMIN):
         raise PermissionDenied("Only team admins manage SLA objectives.")
+    return cast(User, user)  # has_role is False for anonymous users
 
 
 def create_objective(
@@ -142,3 +155,80 @@ def delete_objective(objective: Objective, deleted_by: User | AnonymousUser) -> 
             extra={"objective": objective.pk, "team": objective.team_id, "user": deleted_by.pk},
         )
     return bool(deleted)
+
+
+def add_maintenance_window(
+    objective: Objective,
+    covers: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    reason: str,
+    created_by: User | AnonymousUser,
+    now: dt.datetime,
+) -> MaintenanceWindow:
+    """Record planned work: from now on attainment leaves out the minutes starting in
+    ``[start, end)``, for ``objective`` or (``covers`` pipeline) every objective of its pipeline.
+
+    Windows in the past are allowed (work is often declared after the fact); ``created_at``
+    says when it was. Raises ``PermissionDenied`` unless ``created_by`` is an admin of the
+    objective's team, ``ValidationError`` for naive times, an end not after the start, a
+    blank or too long reason, or an unknown ``covers``.
+    """
+    admin = _require_admin(created_by, objective.team)
+    errors = {}
+    if start.tzinfo is None or end.tzinfo is None:
+        errors["start"] = "Aware times only."
+    elif not start < end:
+        errors["end"] = "Must be after the start."
+    reason = reason.strip()
+    if not reason:
+        errors["reason"] = "Say what the maintenance is."
+    elif len(reason) > MAINTENANCE_REASON_MAX_LENGTH:
+        errors["reason"] = f"At most {MAINTENANCE_REASON_MAX_LENGTH} characters."
+    if covers not in Coverage.values:
+        errors["covers"] = f"One of {', '.join(Coverage.values)}."
+    if errors:
+        raise ValidationError(errors)
+
+    window = MaintenanceWindow.objects.create(
+        objective=objective if covers == Coverage.OBJECTIVE else None,
+        pipeline=objective.pipeline if covers == Coverage.PIPELINE else None,
+        start=start,
+        end=end,
+        reason=reason,
+        created_by=admin,
+        created_at=now,
+    )
+    logger.info(
+        "sla.maintenance_added",
+        extra={
+            "maintenance_window": window.pk,
+            "objective": objective.pk,
+            "covers": covers,
+            "user": admin.pk,
+        },
+    )
+    return window
+
+
+def delete_maintenance_window(
+    window: MaintenanceWindow, deleted_by: User | AnonymousUser, now: dt.datetime
+) -> bool:
+    """Stop ``window`` excluding anything; False when it was already deleted.
+
+    The row stays, with who deleted it and when, so an audit can still see it was declared.
+    Raises ``PermissionDenied`` unless ``deleted_by`` is an admin of the window's team.
+    """
+    owner = window.objective if window.objective is not None else window.pipeline
+    assert owner is not None  # the check constraint: exactly one of them is set
+    team = owner.team
+    admin = _require_admin(deleted_by, team)
+    changed = MaintenanceWindow.objects.filter(pk=window.pk, deleted_at__isnull=True).update(
+        deleted_at=now, deleted_by=admin
+    )
+    if changed:
+        logger.info(
+            "sla.maintenance_deleted",
+            extra={"maintenance_window": window.pk, "team": team.pk, "user": admin.pk},
+        )
+    return bool(changed)

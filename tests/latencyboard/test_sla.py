@@ -714,7 +714,11 @@ def test_openapi_schema_documents_the_sla_api():
         "/api/slas/",
         "/api/slas/{id}/",
         "/api/slas/{id}/attainment/",
+        "/api/slas/{id}/maintenance/",
+        "/api/slas/{id}/maintenance/{window_id}/",
     }
+    assert set(schema["paths"]["/api/slas/{id}/maintenance/"]) == {"get", "post"}
+    assert set(schema["paths"]["/api/slas/{id}/maintenance/{window_id}/"]) == {"delete"}
     attainment = schema["paths"]["/api/slas/{id}/attainment/"]["get"]
     assert {p["name"] for p in attainment["parameters"]} == {"id", "start", "end", "window", "step"}
     assert "AttainmentSeries" in schema["components"]["schemas"]

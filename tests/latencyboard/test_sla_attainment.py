@@ -11,9 +11,16 @@ import pytest
 from latencyboard.sla import attainment
 from latencyboard.sla.attainment import (
     Bucket,
+    BudgetPoint,
+    Counts,
+    MinuteRange,
     Window,
+    WindowBudget,
     bucket_count,
     budget,
+    burn_down,
+    ceil_minute,
+    excluded_minutes,
     objective_window,
     series,
 )
@@ -225,3 +232,101 @@ def test_bucket_count(start, end, step, count):
 def test_bucket_count_refuses_bad_steps(step):
     with pytest.raises(ValueError, match="step"):
         bucket_count(minute(0), minute(60), step)
+
+
+def at(minutes: int, seconds: float = 0) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minutes, seconds=seconds)
+
+
+# --- maintenance windows: which minutes they exclude; the budget over time ---------------
+
+
+@pytest.mark.parametrize(
+    ("windows", "expected"),
+    [
+        pytest.param([(at(0), at(5))], [(at(0), at(5))], id="whole-minutes"),
+        pytest.param(
+            [(at(0, 30), at(5))],
+            [(at(1), at(5))],
+            id="starts-mid-minute",
+        ),
+        pytest.param([(at(0), at(4, 30))], [(at(0), at(5))], id="ends-mid-minute"),
+        pytest.param([(at(0, 10), at(0, 50))], [], id="inside-one-minute-no-start"),
+        pytest.param(
+            [(at(0), at(0, 1))],
+            [(at(0), at(1))],
+            id="one-second-on-a-start",
+        ),
+        pytest.param(
+            [
+                (at(20), at(30)),
+                (at(0), at(10)),
+                (at(5), at(12)),
+            ],
+            [(at(0), at(12)), (at(20), at(30))],
+            id="overlapping-merged-and-sorted",
+        ),
+        pytest.param(
+            [(at(0), at(5)), (at(5), at(9))],
+            [(at(0), at(9))],
+            id="touching-merged",
+        ),
+        pytest.param(
+            [(at(0), at(5)), (at(1), at(2))],
+            [(at(0), at(5))],
+            id="nested",
+        ),
+        pytest.param(
+            [(at(-30), at(3)), (at(58), at(90))],
+            [(at(0), at(3)), (at(58), at(60))],
+            id="clipped",
+        ),
+        pytest.param([(at(60), at(70)), (at(-10), at(0))], [], id="outside"),
+    ],
+)
+def test_excluded_minutes_are_those_starting_inside_a_window(windows, expected):
+    ranges = excluded_minutes(windows, at(0), at(60))
+
+    assert ranges == tuple(MinuteRange(start, end) for start, end in expected)
+
+
+def test_excluded_minutes_refuse_naive_times():
+    with pytest.raises(ValueError, match="aware"):
+        excluded_minutes([(dt.datetime(2026, 11, 2, 10), at(5))], at(0), at(60))
+
+
+def test_ceil_minute():
+    assert ceil_minute(at(3)) == at(3)
+    assert ceil_minute(at(3, 0.000001)) == at(4)
+    assert ceil_minute(at(3, 59.5)) == at(4)
+
+
+def test_burn_down_is_the_budget_of_the_counts_so_far():
+    buckets = [
+        Bucket(at(0), at(60), 0, 0, None),
+        Bucket(at(60), at(120), 999, 1000, 99.9),
+        Bucket(at(120), at(180), 998, 1000, 99.8),
+    ]
+
+    points = burn_down(buckets, Decimal("99.9"))
+
+    # 1 bad of 1 allowed, then 3 bad of 2 allowed
+    assert points == (
+        BudgetPoint(at(60), 0, 0, None),
+        BudgetPoint(at(120), 999, 1000, 0.0),
+        BudgetPoint(at(180), 1997, 2000, -50.0),
+    )
+    assert points[-1].remaining_percent == budget(1997, 2000, Decimal("99.9")).remaining_percent
+
+
+def test_burn_down_of_a_100_percent_target_has_no_budget():
+    points = burn_down([Bucket(at(0), at(60), 5, 5, 100.0)], Decimal(100))
+
+    assert points == (BudgetPoint(at(60), 5, 5, None),)
+
+
+def test_budget_counting_maintenance_adds_the_excluded_counts_back():
+    window = Window(attainment.ROLLING_28D, at(0), at(60))
+    kept = WindowBudget(window, budget(1999, 2000, Decimal(99)), Counts(90, 100))
+
+    assert kept.counting_maintenance() == budget(2089, 2100, Decimal(99))
