@@ -13,4 +13,6 @@ urlpatterns = [
         name="api-pipeline-percentiles",
     ),
     path("", include("latencyboard.sla.urls")),
+    path("", include("latencyboard.traces.api_urls")),
+    path("", include("latencyboard.compare.api_urls")),
 ]
