@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint bench-ingest clean
+.PHONY: run test lint bench-ingest bench-percentiles clean
 
 # The virtualenv is (re)built whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -27,6 +27,9 @@ lint: $(VENV)/.installed
 
 bench-ingest: $(VENV)/.installed
 	$(PY) benchmarks/bench_ingest.py $(ARGS)
+
+bench-percentiles: $(VENV)/.installed
+	$(PY) benchmarks/bench_percentiles.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) var/log var/test
