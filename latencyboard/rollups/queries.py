@@ -17,7 +17,7 @@ from django.db.models.functions import Cast, Extract
 from latencyboard import sketch
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import windows
-from latencyboard.rollups.models import Rollup
+from latencyboard.rollups.models import Rollup, StageShare
 from latencyboard.teams.queries import teams_of
 
 DEFAULT_QUANTILES: Final = (0.5, 0.9, 0.95, 0.99, 0.999)
@@ -128,7 +128,7 @@ def percentile_series(
     if not all(0.0 <= level <= 1.0 for level in levels):
         raise ValueError(f"quantiles must lie in [0, 1], got {quantiles!r}")
     step_seconds = int(step.total_seconds())
-    plan = windows.plan_window(start, end, step_seconds, _stored_rows(pipeline))
+    plan = windows.plan_window(start, end, step_seconds, stored_rows(Rollup, pipeline))
     # Budgeted on the step asked for, so whether a query is accepted never depends on data.
     points = windows.point_count(start, end, step_seconds, len(series_stages))
     if points > windows.MAX_POINTS:
@@ -218,11 +218,17 @@ def _series_stages(
     )
 
 
-def _stored_rows(pipeline: Pipeline) -> dict[windows.Resolution, windows.StoredRows | None]:
-    """Oldest and newest row of each resolution: six index probes in one query."""
+def stored_rows(
+    model: type[Rollup] | type[StageShare], pipeline: Pipeline
+) -> dict[windows.Resolution, windows.StoredRows | None]:
+    """Oldest and newest ``model`` row of each resolution: six index probes in one query.
+
+    Shared by every reader of per-resolution tables, so windows fall back to coarser rows
+    the same way wherever finer rows have expired.
+    """
     probes = {}
     for resolution in windows.RESOLUTIONS:
-        rows = Rollup.objects.filter(pipeline=OuterRef("pk"), resolution=resolution)
+        rows = model.objects.filter(pipeline=OuterRef("pk"), resolution=resolution)
         for name, order in (("first", "bucket_start"), ("last", "-bucket_start")):
             probes[f"{resolution}_{name}"] = Subquery(
                 rows.order_by(order).values("bucket_start")[:1]

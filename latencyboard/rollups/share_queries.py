@@ -6,12 +6,13 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from django.db.models import BigIntegerField, OuterRef, Subquery
+from django.db.models import BigIntegerField
 from django.db.models.functions import Cast, Extract
 
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import windows
 from latencyboard.rollups.models import StageShare
+from latencyboard.rollups.queries import stored_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,7 @@ def stage_breakdown(pipeline: Pipeline, start: dt.datetime, end: dt.datetime) ->
     The caller has checked the user may see ``pipeline``. Raises ValueError for a window
     that :func:`windows.check_window` rejects.
     """
-    plan = windows.plan_window(start, end, 60, _stored_rows(pipeline))
+    plan = windows.plan_window(start, end, 60, stored_rows(StageShare, pipeline))
     first, *others = (
         StageShare.objects.filter(
             pipeline=pipeline,
@@ -114,27 +115,3 @@ def stage_breakdown(pipeline: Pipeline, start: dt.datetime, end: dt.datetime) ->
         mean_root_ms_tail=sum(total[3] for total in totals.values()) / tail_requests,
         stages=tuple(figures),
     )
-
-
-def _stored_rows(pipeline: Pipeline) -> dict[windows.Resolution, windows.StoredRows | None]:
-    """Oldest and newest row of each resolution: six index probes in one query."""
-    probes = {}
-    for resolution in windows.RESOLUTIONS:
-        rows = StageShare.objects.filter(pipeline=OuterRef("pk"), resolution=resolution)
-        for name, order in (("first", "bucket_start"), ("last", "-bucket_start")):
-            probes[f"{resolution}_{name}"] = Subquery(
-                rows.order_by(order).values("bucket_start")[:1]
-            )
-    found = dict(
-        zip(
-            probes,
-            Pipeline.objects.filter(pk=pipeline.pk).annotate(**probes).values_list(*probes).get(),
-            strict=True,
-        )
-    )
-    return {
-        resolution: None
-        if found[f"{resolution}_first"] is None
-        else windows.StoredRows(found[f"{resolution}_first"], found[f"{resolution}_last"])
-        for resolution in windows.RESOLUTIONS
-    }
