@@ -12,21 +12,15 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import struct
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
 import psycopg
-from psycopg.abc import Buffer
-from psycopg.adapt import Dumper
-from psycopg.postgres import types as pg_types
-from psycopg.pq import Format
 from psycopg_pool import ConnectionPool
 
+from ingest import copyrows
 from ingest.decoding import DecodedSpan
 from latencyboard.pipelines import mapping
 from latencyboard.spans import partitions
@@ -36,28 +30,7 @@ logger = logging.getLogger(__name__)
 SERVER_KIND = 2
 _DICTIONARY_TTL = 30.0
 
-# Columns in COPY order; the fast path writes them straight into spans_span.
-_COLUMNS = (
-    "team_id, batch_id, pipeline_id, stage_id, trace_id, span_id, parent_span_id, name, kind, "
-    "status_code, status_message, start_time, duration_ns, is_root, attributes"
-)
-_TYPES = [
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "uuid",
-    "int8",
-    "int8",
-    "text",
-    "int2",
-    "int2",
-    "text",
-    "timestamptz",
-    "int8",
-    "bool",
-    "jsonb",
-]
+_COLUMNS = copyrows.COLUMNS
 _STAGING = """
 CREATE TEMP TABLE IF NOT EXISTS span_staging
     (LIKE spans_span INCLUDING DEFAULTS) ON COMMIT DELETE ROWS
@@ -76,45 +49,6 @@ INSERT INTO spans_ingestbatch (
     id, team_id, received_at, protocol, stored_spans, duplicate_spans, rejected_spans
 ) VALUES (%s, %s, %s, %s, %s, %s, %s)
 """
-_PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01, PostgreSQL's timestamp epoch, in Unix µs
-_pack_int8 = struct.Struct(">q").pack
-
-
-class _RawUuid(bytes):
-    """A 16-byte trace id to be sent as ``uuid`` as it is, without building a ``uuid.UUID``."""
-
-
-class _UnixMicros(int):
-    """A start time in Unix microseconds, sent as ``timestamptz`` without a ``datetime``."""
-
-
-class _JsonBytes(bytes):
-    """Attributes already serialised to JSON, sent as ``jsonb``."""
-
-
-class _RawUuidDumper(Dumper):
-    format = Format.BINARY
-    oid = pg_types["uuid"].oid
-
-    def dump(self, obj: Any) -> Buffer:
-        return bytes(obj)
-
-
-class _UnixMicrosDumper(Dumper):
-    format = Format.BINARY
-    oid = pg_types["timestamptz"].oid
-
-    def dump(self, obj: Any) -> Buffer:
-        return _pack_int8(obj - _PG_EPOCH_US)
-
-
-class _JsonbBytesDumper(Dumper):
-    format = Format.BINARY
-    oid = pg_types["jsonb"].oid
-
-    def dump(self, obj: Any) -> Buffer:
-        # jsonb's binary form is a version byte (1) followed by the JSON text.
-        return b"\x01" + obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +62,6 @@ class DatabaseUnavailable(Exception):
     """The database cannot take the batch now; the client should retry later (503)."""
 
 
-def _span_id(raw: bytes | None) -> int | None:
-    return None if raw is None else int.from_bytes(raw, "big", signed=True)
-
-
-_START_US = 9  # index of the start time in a row of SpanWriter._rows()
-
-
 @dataclass(frozen=True, slots=True)
 class _Batch:
     team_id: int
@@ -143,7 +70,7 @@ class _Batch:
     rejected: int
 
 
-def _store(conn: psycopg.Connection, rows: list[tuple[object, ...]], batch: _Batch) -> WriteResult:
+def _store(conn: psycopg.Connection, rows: list[bytes], batch: _Batch) -> WriteResult:
     """COPY straight into spans_span; a request seen before takes the idempotent path.
 
     Nearly every request is new, so the cheap path is a plain COPY. A span already stored
@@ -157,18 +84,15 @@ def _store(conn: psycopg.Connection, rows: list[tuple[object, ...]], batch: _Bat
 
 
 def _copy(
-    conn: psycopg.Connection, rows: list[tuple[object, ...]], batch: _Batch, *, direct: bool
+    conn: psycopg.Connection, rows: list[bytes], batch: _Batch, *, direct: bool
 ) -> WriteResult:
     with conn.transaction(), conn.cursor() as cursor:
         batch_row = cursor.execute("SELECT nextval('spans_ingestbatch_id_seq')").fetchone()
         assert batch_row is not None
         batch_id = int(batch_row[0])
-        prefix = (batch.team_id, batch_id)
         target = "spans_span" if direct else "span_staging"
         with cursor.copy(f"COPY {target} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(_TYPES)
-            for row in rows:
-                copy.write_row(prefix + row)
+            copy.write(copyrows.stream(copyrows.prefix(batch.team_id, batch_id), rows))
         stored = len(rows)
         if not direct:
             counted = cursor.execute(_MOVE).fetchone()
@@ -189,11 +113,11 @@ def _copy(
     return WriteResult(batch_id=batch_id, stored=stored, duplicates=len(rows) - stored)
 
 
-def _create_partitions(conn: psycopg.Connection, rows: list[tuple[object, ...]]) -> None:
+def _create_partitions(conn: psycopg.Connection, spans: Sequence[DecodedSpan]) -> None:
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     days = {
-        partitions.DayPartition.of(epoch + dt.timedelta(microseconds=int(row[_START_US])))  # type: ignore[call-overload]
-        for row in rows
+        partitions.DayPartition.of(epoch + dt.timedelta(microseconds=span.start_ns // 1000))
+        for span in spans
     }
     for partition in sorted(days, key=lambda p: p.day):
         # Another ingest process may create the same day at the same moment.
@@ -203,11 +127,6 @@ def _create_partitions(conn: psycopg.Connection, rows: list[tuple[object, ...]])
 
 
 def _configure(conn: psycopg.Connection) -> None:
-    # COPY picks dumpers by column type: these replace the uuid/timestamptz/jsonb ones on the
-    # writer's own connections only, so rows can carry raw bytes and integers.
-    conn.adapters.register_dumper(_RawUuid, _RawUuidDumper)
-    conn.adapters.register_dumper(_UnixMicros, _UnixMicrosDumper)
-    conn.adapters.register_dumper(_JsonBytes, _JsonbBytesDumper)
     conn.execute(_STAGING)
 
 
@@ -334,7 +253,7 @@ class SpanWriter:
                 except psycopg.errors.CheckViolation:
                     # No partition for some day of these spans (a replay, or late spans):
                     # create the missing days and store again.
-                    _create_partitions(conn, rows)
+                    _create_partitions(conn, spans)
                     return _store(conn, rows, batch)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(str(exc)) from exc
@@ -343,10 +262,10 @@ class SpanWriter:
 
     def _rows(
         self, conn: psycopg.Connection, team_id: int, spans: Sequence[DecodedSpan]
-    ) -> list[tuple[object, ...]]:
+    ) -> list[bytes]:
         directory = self.directory
-        dumps = orjson.dumps
-        rows: list[tuple[object, ...]] = []
+        encode = copyrows.encode_span
+        rows: list[bytes] = []
         pipeline_ids: dict[tuple[str, str], tuple[int, list[mapping.CompiledRule], int]] = {}
         stage_ids: dict[tuple[int, str], int] = {}
         for span in spans:
@@ -363,20 +282,20 @@ class SpanWriter:
                 stage_id = directory.stage(conn, pipeline_id, stage_name, cap)
                 stage_ids[(pipeline_id, stage_name)] = stage_id
             rows.append(
-                (
+                encode(
                     pipeline_id,
                     stage_id,
-                    _RawUuid(span.trace_id),
-                    _span_id(span.span_id),
-                    _span_id(span.parent_span_id),
+                    span.trace_id,
+                    span.span_id,
+                    span.parent_span_id,
                     span.name,
                     span.kind,
                     span.status_code,
                     span.status_message,
-                    _UnixMicros(span.start_ns // 1000),
+                    span.start_ns,
                     span.end_ns - span.start_ns,
                     span.parent_span_id is None or span.kind == SERVER_KIND,
-                    _JsonBytes(dumps(span.attributes)),
+                    span.attributes,
                 )
             )
         return rows

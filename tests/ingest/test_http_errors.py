@@ -214,6 +214,28 @@ def test_span_with_ten_thousand_attributes_is_stored_capped(ingest_server):
     assert len(span.attributes) == 128
 
 
+def test_nul_characters_are_stored_as_replacement_characters(ingest_server):
+    # given spans whose name, status message and attributes hold NUL, which PostgreSQL text
+    # and jsonb cannot store, next to a literal backslash-u0000 that must stay as it is
+    tenant = make_team_with_token()
+    request = export_request(
+        SpanSpec(name="score\x00v2", attributes={"key\x00": "a\x00b", "path": "C:\\u0000"}),
+        SpanSpec(),
+    )
+    request.resource_spans[0].scope_spans[0].spans[0].status.message = "bad\x00"
+
+    # when they are exported
+    reply = post(ingest_server.traces_url, request.SerializeToString(), _headers(tenant.token))
+
+    # then both are stored, NUL replaced by U+FFFD and nothing else changed
+    assert reply.status == 200
+    assert _stored(tenant.team.id) == 2
+    span = Span.objects.get(team_id=tenant.team.id, name__startswith="score")
+    assert (span.name, span.status_message) == ("score\ufffdv2", "bad\ufffd")
+    assert span.attributes["key\ufffd"] == "a\ufffdb"
+    assert span.attributes["path"] == "C:\\u0000"
+
+
 def test_rate_limited_token_gets_429_with_retry_after(ingest_server):
     # given a token allowed 10 spans/s (a burst of 20)
     tenant = make_team_with_token(rate_limit=10)
