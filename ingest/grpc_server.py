@@ -39,12 +39,15 @@ def _code(number: int) -> tuple[int, str]:
     raise ValueError(number)
 
 
-def make_server(service: IngestService, host: str, port: int, workers: int = 8) -> grpc.Server:
+def make_server(
+    service: IngestService, host: str, port: int, workers: int = 8, *, reuse_port: bool = False
+) -> grpc.Server:
+    """The servicer on ``host:port``; ``reuse_port`` lets several processes share the port."""
     server = grpc.server(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
         options=[
             ("grpc.max_receive_message_length", service.max_body_bytes),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", int(reuse_port)),
         ],
     )
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(service), server)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
 from ingest.service import HttpReply, IngestService
 
@@ -16,6 +17,15 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 TRACES_PATH = "/v1/traces"
+
+
+def _metrics() -> bytes:
+    """This process's metrics, or all workers' summed when ``python -m ingest`` runs several."""
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        return generate_latest()
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return generate_latest(registry)
 
 
 class BodyTooLargeWhileReading(Exception):
@@ -68,7 +78,7 @@ class OtlpHttpApp:
                 return
             await self._export(scope, receive, send)
         elif path == "/metrics" and method == "GET":
-            await _send(send, 200, generate_latest(), CONTENT_TYPE_LATEST)
+            await _send(send, 200, _metrics(), CONTENT_TYPE_LATEST)
         elif path == "/healthz" and method == "GET":
             await _send(send, 200, b'{"status":"ok"}', "application/json")
         else:

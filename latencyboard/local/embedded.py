@@ -7,7 +7,6 @@ left behind: no daemon, no pid file to trust.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -20,14 +19,10 @@ from pathlib import Path
 
 import psycopg
 
+from latencyboard.processes import die_with_parent
+
 # Postgres refuses to run as root; under root the server runs as this system user instead.
 PG_SYSTEM_USER = "pgserver"
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """``preexec_fn``: the kernel sends SIGTERM to the child when its parent dies (even by -9)."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:

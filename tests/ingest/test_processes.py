@@ -1,0 +1,125 @@
+"""``python -m ingest --processes N``: workers share the ports, metrics add up, stops are clean."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import psutil
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from latencyboard.local.embedded import free_port, port_is_open
+from latencyboard.spans.models import Span
+from tests.factories import make_team_with_token
+from tests.ingest.otlp import SpanSpec, export_request, post
+from tests.support import PYTHON, RunningProcess, start_process, stop_process
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STORED = re.compile(r'^latencyboard_ingest_spans_stored_total\{protocol="([^"]+)"\} (\S+)$', re.M)
+
+
+def _workers(supervisor: RunningProcess, count: int) -> list[psutil.Process]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        children = psutil.Process(supervisor.process.pid).children()
+        if len(children) == count:
+            return children
+        time.sleep(0.1)
+    raise AssertionError(f"expected {count} workers:\n{supervisor.log()}")
+
+
+@pytest.fixture
+def two_workers(child_env, tmp_path) -> Iterator[tuple[RunningProcess, int, int]]:
+    http_port, grpc_port = free_port(), free_port()
+    running = start_process(
+        [
+            *(PYTHON, "-m", "ingest", "--processes", "2"),
+            *("--http-port", str(http_port), "--grpc-port", str(grpc_port)),
+        ],
+        child_env,
+        tmp_path / "ingest.log",
+        ready_port=http_port,
+    )
+    _workers(running, 2)
+    deadline = time.monotonic() + 30
+    while not port_is_open(grpc_port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    yield running, http_port, grpc_port
+    stop_process(running)
+
+
+def _stored_by_protocol(http_port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as reply:
+        return {m[1]: float(m[2]) for m in STORED.finditer(reply.read().decode())}
+
+
+def test_workers_share_both_ports_and_every_span_is_stored_once(two_workers):
+    # given two ingest workers behind one pair of ports
+    _supervisor, http_port, grpc_port = two_workers
+    tenant = make_team_with_token()
+    headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {tenant.token}"}
+
+    # when 30 HTTP requests of 4 spans arrive, each on its own connection, and an SDK
+    # exporter sends 10 spans over gRPC
+    for _ in range(30):
+        body = export_request(*(SpanSpec() for _ in range(4))).SerializeToString()
+        assert post(f"http://127.0.0.1:{http_port}/v1/traces", body, headers).status == 200
+    provider = TracerProvider(resource=Resource.create({"service.name": "fraud-scorer"}))
+    provider.add_span_processor(
+        SimpleSpanProcessor(
+            OTLPSpanExporter(
+                endpoint=f"127.0.0.1:{grpc_port}",
+                insecure=True,
+                headers=(("authorization", f"Bearer {tenant.token}"),),
+            )
+        )
+    )
+    for i in range(10):
+        with provider.get_tracer("tests").start_as_current_span(f"span-{i}"):
+            pass
+    provider.shutdown()
+
+    # then every span is stored once, and each scrape of /metrics, whichever worker answers
+    # it, counts all of them
+    assert Span.objects.filter(team_id=tenant.team.id).count() == 130
+    scrapes = [_stored_by_protocol(http_port) for _ in range(10)]
+    assert all(s == {"http/protobuf": 120.0, "grpc": 10.0} for s in scrapes), scrapes
+
+
+def test_sigterm_stops_every_worker_and_frees_the_ports(two_workers):
+    # given two running workers
+    supervisor, http_port, grpc_port = two_workers
+    workers = _workers(supervisor, 2)
+
+    # when the supervisor gets SIGTERM
+    supervisor.process.send_signal(signal.SIGTERM)
+
+    # then it exits 0, no worker is left and both ports are free
+    assert supervisor.process.wait(timeout=20) == 0
+    _gone, alive = psutil.wait_procs(workers, timeout=5)
+    assert alive == []
+    assert not port_is_open(http_port)
+    assert not port_is_open(grpc_port)
+
+
+def test_a_dead_worker_stops_the_whole_for_the_service_manager_to_restart(two_workers):
+    # given two running workers
+    supervisor, http_port, _grpc_port = two_workers
+    first, second = _workers(supervisor, 2)
+
+    # when one of them is killed outright
+    first.kill()
+
+    # then the supervisor stops the other and exits with an error
+    assert supervisor.process.wait(timeout=20) != 0
+    _gone, alive = psutil.wait_procs([second], timeout=5)
+    assert alive == []
+    assert not port_is_open(http_port)
