@@ -61,11 +61,12 @@ def tail(path: Path, lines: int = 30) -> str:
 
 @dataclass
 class IngestServer:
-    """One ``python -m ingest`` process (OTLP/HTTP + OTLP/gRPC) of the stack."""
+    """One ``python -m ingest`` (OTLP/HTTP + OTLP/gRPC) of the stack, with its workers."""
 
     http_port: int
     grpc_port: int
     threads: int | None
+    processes: int
     log_path: Path
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
@@ -88,6 +89,7 @@ class IngestServer:
         ]
         if self.threads is not None:
             argv += ["--threads", str(self.threads)]
+        argv += ["--processes", str(self.processes)]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 argv,
@@ -213,22 +215,15 @@ class BenchStack:
         lines = result.stdout.strip().splitlines()
         return lines[-1].split() if lines else []
 
-    def start_ingest(self, count: int = 1, threads: int | None = None) -> list[IngestServer]:
-        """Start ``count`` ingest servers, one after the other.
-
-        Sequentially because each creates the day partitions on start-up, and two doing it at
-        once may collide on CREATE TABLE.
-        """
-        started = []
-        for _ in range(count):
-            number = len(self.ingest)
-            server = IngestServer(
-                free_port(), free_port(), threads, self.root / f"ingest-{number}.log"
-            )
-            self.ingest.append(server)
-            server.start(self.env)
-            started.append(server)
-        return started
+    def start_ingest(self, threads: int | None = None, processes: int = 1) -> IngestServer:
+        """Start an ingest server with ``processes`` workers sharing its ports."""
+        number = len(self.ingest)
+        server = IngestServer(
+            free_port(), free_port(), threads, processes, self.root / f"ingest-{number}.log"
+        )
+        self.ingest.append(server)
+        server.start(self.env)
+        return server
 
     def _save_logs(self) -> None:
         if self.log_dir is None or not hasattr(self, "root"):

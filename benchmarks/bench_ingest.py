@@ -605,7 +605,7 @@ def _sleep_until(moment: float) -> None:
 
 def ingest_phase(stack: BenchStack, args: argparse.Namespace) -> dict[str, Any]:
     ctx = mp.get_context("fork")
-    ports = [server.http_port for server in stack.ingest]
+    port = stack.ingest[0].http_port
     start_at = ctx.Value("d", 0.0)
     ready, go, results = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     senders = [
@@ -613,7 +613,7 @@ def ingest_phase(stack: BenchStack, args: argparse.Namespace) -> dict[str, Any]:
             target=_sender,
             args=(
                 i,
-                ports[i % len(ports)],
+                port,
                 stack.token,
                 start_at,
                 args.warmup,
@@ -641,7 +641,7 @@ def ingest_phase(stack: BenchStack, args: argparse.Namespace) -> dict[str, Any]:
             go.set()
             meter = CpuMeter(
                 {
-                    "ingest server": _processes(lambda: [s.pid for s in stack.ingest]),
+                    "ingest server": _process_tree(stack.ingest[0].pid),
                     "postgres": _process_tree(_postmaster_pid(stack)),
                     "senders": _processes(lambda: [s.pid for s in senders if s.pid]),
                     "bench (this)": _processes(lambda: [os.getpid()]),
@@ -660,7 +660,11 @@ def ingest_phase(stack: BenchStack, args: argparse.Namespace) -> dict[str, Any]:
         sent = _collect(results, senders)
     finally:
         _stop_processes(senders)
-    rss = {f"ingest-{i}": _peak_rss_mib(s.pid) for i, s in enumerate(stack.ingest)}
+    rss = {
+        ("supervisor" if p.pid == stack.ingest[0].pid else f"worker {p.pid}"): _peak_rss_mib(p.pid)
+        for p in _process_tree(stack.ingest[0].pid)()
+    }
+    rss["total"] = sum(rss.values())
 
     latencies = [x for r in sent for x in r["latencies"]]
     statuses: Counter[str] = Counter()
@@ -928,7 +932,7 @@ def copy_phase(stack: BenchStack, args: argparse.Namespace, rows_wanted: int) ->
                 {
                     "postgres": _process_tree(_postmaster_pid(stack)),
                     "copy clients": _processes(lambda: [c.pid for c in copiers if c.pid]),
-                    "ingest server (idle)": _processes(lambda: [s.pid for s in stack.ingest]),
+                    "ingest server (idle)": _process_tree(stack.ingest[0].pid),
                 }
             )
             meter.start()
@@ -1047,7 +1051,10 @@ def main() -> int:
         "--threads", type=int, default=None, help="ingest --threads (default: INGEST_THREADS, 8)"
     )
     parser.add_argument(
-        "--ingest-procs", type=int, default=1, help="ingest servers; senders are split between them"
+        "--processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="ingest --processes: workers sharing the ports (default: one per core)",
     )
     parser.add_argument("--copy-workers", type=int, default=4, help="COPY ceiling clients")
     parser.add_argument("--skip-copy", action="store_true", help="no COPY ceiling phase")
@@ -1063,7 +1070,7 @@ def main() -> int:
             "warmup": args.warmup,
             "senders": args.senders,
             "threads": args.threads,
-            "ingest_procs": args.ingest_procs,
+            "ingest_processes": args.processes,
             "copy_workers": args.copy_workers,
             "spans_per_request": SPANS_PER_REQUEST,
             "cpus": os.cpu_count(),
@@ -1072,10 +1079,12 @@ def main() -> int:
     }
     try:
         with BenchStack(keep=args.keep, log_dir=LOG_DIR) as stack:
-            stack.start_ingest(args.ingest_procs, args.threads)
-            pids = ", ".join(str(s.pid) for s in stack.ingest)
+            server = stack.start_ingest(args.threads, args.processes)
             print(
-                f"bench: stack up in {stack.root}, ingest pid {pids}", file=sys.stderr, flush=True
+                f"bench: stack up in {stack.root}, ingest pid {server.pid}"
+                f" ({args.processes} workers)",
+                file=sys.stderr,
+                flush=True,
             )
             figures["ingest"] = ingest_phase(stack, args)
             if not args.skip_copy:
