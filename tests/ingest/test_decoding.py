@@ -917,7 +917,8 @@ def test_valid_spans_survive_encode_then_decode(spans: list[Span]) -> None:
     from_protobuf = decode_protobuf(request.SerializeToString(), now_ns=NOW)
     from_json = decode_json(to_otlp_json(request), now_ns=NOW)
 
-    # Then every span comes back with the same ids, times, name and kind
+    # Then every span comes back with the same ids, times, name and kind (a NUL, which no
+    # PostgreSQL text column can hold, as U+FFFD)
     expected = [
         (
             s.trace_id,
@@ -925,7 +926,7 @@ def test_valid_spans_survive_encode_then_decode(spans: list[Span]) -> None:
             s.parent_span_id or None,
             s.start_time_unix_nano,
             s.end_time_unix_nano,
-            s.name,
+            s.name.replace("\x00", "\ufffd"),
             s.kind,
         )
         for s in spans
@@ -936,3 +937,28 @@ def test_valid_spans_survive_encode_then_decode(spans: list[Span]) -> None:
         for s in from_protobuf.spans
     ] == expected
     assert from_json == from_protobuf
+
+
+def test_nul_in_strings_bound_for_text_columns_becomes_a_replacement_character() -> None:
+    # Given a span whose service, environment, name, stage and status message hold NUL
+    span = make_span(name="ra\x00nk", attributes={"inference.stage": "model\x00forward"})
+    span.status.message = "oo\x00m"
+    request = make_request(
+        span, resource={"service.name": "rank\x00er", "deployment.environment.name": "pr\x00d"}
+    )
+
+    # When it is decoded from protobuf and from OTLP/JSON
+    for export in (
+        decode_protobuf(request.SerializeToString(), now_ns=NOW),
+        decode_json(to_otlp_json(request), now_ns=NOW),
+    ):
+        # Then those strings hold U+FFFD where the NUL was, and the attribute keeps its value
+        (decoded,) = export.spans
+        assert (
+            decoded.service_name,
+            decoded.environment,
+            decoded.name,
+            decoded.stage,
+            decoded.status_message,
+        ) == ("rank\ufffder", "pr\ufffdd", "ra\ufffdnk", "model\ufffdforward", "oo\ufffdm")
+        assert decoded.attributes["inference.stage"] == "model\x00forward"
