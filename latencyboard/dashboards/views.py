@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -59,8 +60,16 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
             "breakdown": reverse("api-pipeline-stage-breakdown", args=[pk]),
             "deployments": reverse("api-pipeline-deployments", args=[pk]),
             "attributes": reverse("api-pipeline-attributes", args=[pk]),
+            "traces": reverse("traces"),
         },
     }
     return render(
-        request, "dashboards/pipeline.html", {"page": page, "config": config, "windows": WINDOWS}
+        request,
+        "dashboards/pipeline.html",
+        {
+            "page": page,
+            "config": config,
+            "windows": WINDOWS,
+            "retention_days": settings.RETENTION_DAYS,
+        },
     )

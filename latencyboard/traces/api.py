@@ -1,4 +1,5 @@
-"""REST API of traces: search by root span, exemplars of a minute's quantile, one waterfall.
+"""REST API of traces: search by root span, exemplars of a minute's (or a chart bucket's)
+quantile, one waterfall.
 
 Pipelines, stages and traces of teams the user is not in are not found (404, never 403).
 """
@@ -66,8 +67,9 @@ class TraceExemplarsView(APIView):
     @extend_schema(
         operation_id="traces_exemplars",
         summary="Traces nearest a minute's quantile",
-        description="The minute's exact quantile of a stage's (or the end-to-end) durations, "
-        "computed from its raw spans, and the traces whose span is nearest to it.",
+        description="The minute's (or, with step, the chart bucket's) exact quantile of a "
+        "stage's (or the end-to-end) durations, computed from its raw spans, and the traces "
+        "whose span is nearest to it.",
         parameters=[ExemplarQuerySerializer],
         responses={200: ExemplarsSerializer, 400: _INVALID, 404: _NOT_FOUND},
     )

@@ -32,6 +32,7 @@ DEFAULT_WINDOW: Final = dt.timedelta(hours=1)
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
 EXEMPLAR_COUNT: Final = 5
+MINUTE: Final = dt.timedelta(minutes=1)
 MAX_TRACE_SPANS: Final = 10_000
 STATUS_ERROR: Final = 2
 _NS_PER_MS: Final = 1_000_000
@@ -146,7 +147,9 @@ class Exemplars:
     ``quantile_ns`` is the exact quantile of the ``n`` durations of the minute: the order
     statistic of rank ``floor(quantile * (n - 1))`` (numpy's ``method="lower"``, the
     definition the percentile charts' sketches estimate); None when ``n`` is 0. ``traces``
-    are the traces whose span is nearest to it, nearest first, one row per trace.
+    are the traces whose span is nearest to it, nearest first, one row per trace. The
+    durations are those of the spans starting in ``[minute, minute + width)``: one minute,
+    or a chart's wider bucket.
     """
 
     pipeline_id: int
@@ -158,10 +161,11 @@ class Exemplars:
     n: int
     quantile_ns: int | None
     traces: tuple[TraceSummary, ...]
+    width: dt.timedelta = MINUTE
 
     @property
     def minute_end(self) -> dt.datetime:
-        return self.minute + dt.timedelta(minutes=1)
+        return self.minute + self.width
 
     @property
     def quantile_ms(self) -> float | None:
@@ -259,17 +263,20 @@ def trace_exemplars(
     minute: dt.datetime,
     quantile: float,
     count: int = EXEMPLAR_COUNT,
+    width: dt.timedelta = MINUTE,
 ) -> Exemplars:
-    """The ``count`` traces of the minute starting at ``minute`` (floored to the minute) whose
-    span of ``stage_id`` (None: the root span, end to end) is nearest in duration to the
-    minute's exact ``quantile``; ties go to the lower trace id.
+    """The ``count`` traces of the minute starting at ``minute`` (floored to the minute), or of
+    the ``width`` from it, whose span of ``stage_id`` (None: the root span, end to end) is
+    nearest in duration to that period's exact ``quantile``; ties go to the lower trace id.
 
     Raises ``Pipeline.DoesNotExist``/``Stage.DoesNotExist`` outside the user's teams,
     :class:`InvalidTraceQuery` for a stage of another pipeline, ValueError for a quantile
-    outside [0, 1].
+    outside [0, 1] or a width that is not whole minutes up to :data:`MAX_WINDOW`.
     """
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile must lie in [0, 1], got {quantile!r}")
+    if not MINUTE <= width <= MAX_WINDOW or width % MINUTE:
+        raise ValueError(f"width must be whole minutes up to {MAX_WINDOW}, got {width!r}")
     pipelines, stage = _scope(user, pipeline_id, stage_id)
     (pipeline,) = pipelines
     minute = minute.astimezone(dt.UTC).replace(second=0, microsecond=0)
@@ -302,7 +309,7 @@ def trace_exemplars(
         "pipeline": pipeline.pk,
         "team": pipeline.team_id,
         "start": minute,
-        "end": minute + dt.timedelta(minutes=1),
+        "end": minute + width,
         "stage": None if stage is None else stage.pk,
         "q": quantile,
         "count": count,
@@ -321,6 +328,7 @@ def trace_exemplars(
         n=int(rows[0][10]) if rows else 0,
         quantile_ns=int(rows[0][9]) if rows else None,
         traces=tuple(_summary(row[:9], names) for row in rows),
+        width=width,
     )
 
 

@@ -15,6 +15,7 @@ from latencyboard.traces.queries import (
     EXEMPLAR_COUNT,
     MAX_LIMIT,
     MAX_WINDOW,
+    MINUTE,
     AttributeFilter,
     Exemplars,
     TraceSearch,
@@ -35,6 +36,8 @@ KIND_NAMES: Final = {
 }
 STATUS_NAMES: Final = {0: "unset", 1: "ok", 2: "error"}
 _WINDOW = re.compile(r"(\d{1,4})([mh])")
+_STEP = re.compile(r"(\d{1,4})([mhd])")
+_STEP_UNITS: Final = {"m": "minutes", "h": "hours", "d": "days"}
 _NEAR = re.compile(r"p(\d{1,2}(?:\.\d{1,4})?)")
 _STAGE_ID = re.compile(r"\d{1,18}")  # fits a bigint, so a typo cannot overflow the query
 _WINDOW_HOURS: Final = MAX_WINDOW // dt.timedelta(hours=1)
@@ -143,7 +146,13 @@ class ExemplarQuerySerializer(serializers.Serializer):
         help_text=f"Stage id, or `{END_TO_END_STAGE}` for the root spans (end to end).",
     )
     minute = serializers.DateTimeField(
-        help_text="The minute, ISO 8601; seconds are dropped (UTC unless an offset is given)."
+        help_text="The minute, ISO 8601; seconds are dropped (UTC unless an offset is given). "
+        "With step: the first minute of the bucket."
+    )
+    step = serializers.CharField(
+        default="1m",
+        help_text="The bucket's length from minute, as the percentile charts step: 1m, 15m, "
+        f"1h, 1d… Whole minutes, at most {_WINDOW_HOURS}h.",
     )
     quantile = serializers.FloatField(
         required=False,
@@ -162,6 +171,15 @@ class ExemplarQuerySerializer(serializers.Serializer):
     def validate_stage(self, value: str) -> int | None:
         return _stage(value)
 
+    def validate_step(self, value: str) -> dt.timedelta:
+        match = _STEP.fullmatch(value.strip())
+        if match is None:
+            raise serializers.ValidationError("Use a number and a unit m, h or d, like 15m or 1h.")
+        step = dt.timedelta(**{_STEP_UNITS[match[2]]: int(match[1])})
+        if not MINUTE <= step <= MAX_WINDOW:
+            raise serializers.ValidationError(f"From 1m to {_WINDOW_HOURS}h.")
+        return step
+
     def validate_near(self, value: str) -> float:
         match = _NEAR.fullmatch(value)
         if match is None:
@@ -177,6 +195,7 @@ class ExemplarQuerySerializer(serializers.Serializer):
             "minute": attrs["minute"],
             "quantile": attrs.get("near", attrs.get("quantile", DEFAULT_QUANTILE)),
             "count": attrs["count"],
+            "width": attrs["step"],
         }
 
 
@@ -228,13 +247,14 @@ class TraceSearchSerializer(serializers.Serializer):
 
 
 class ExemplarsSerializer(serializers.Serializer):
-    """Traces of one minute nearest to its exact quantile."""
+    """Traces of one minute (or one chart bucket) nearest to its exact quantile."""
 
     pipeline = _RefSerializer()
     stage = _RefSerializer(allow_null=True, help_text="Null: end to end (root spans).")
-    minute = serializers.DateTimeField()
+    minute = serializers.DateTimeField(help_text="Start of the period.")
+    end = serializers.DateTimeField(help_text="End of the period (exclusive): minute + step.")
     quantile = serializers.FloatField()
-    n = serializers.IntegerField(help_text="Spans of the minute the quantile is taken over.")
+    n = serializers.IntegerField(help_text="Spans of the period the quantile is taken over.")
     quantile_ms = serializers.FloatField(
         allow_null=True,
         help_text="Exact: the order statistic of rank floor(quantile * (n - 1)); null when n is 0.",
@@ -309,6 +329,7 @@ def exemplars_data(result: Exemplars) -> dict[str, Any]:
         if result.stage_id is None
         else {"id": result.stage_id, "name": result.stage_name},
         "minute": _iso(result.minute),
+        "end": _iso(result.minute_end),
         "quantile": result.quantile,
         "n": result.n,
         "quantile_ms": result.quantile_ms,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
@@ -27,7 +28,8 @@ WINDOWS = ("15m", "1h", "6h", "24h")
 @require_GET
 def trace_search(request: HttpRequest) -> HttpResponse:
     """The search form and its results; with ``minute`` (a chart point's link, e.g.
-    ``?pipeline=3&minute=…&near=p99``) the traces nearest that minute's quantile instead."""
+    ``?pipeline=3&minute=…&step=15m&near=p99``) the traces nearest that minute's (or that
+    bucket's) quantile instead."""
     context: dict[str, Any] = {
         "pipelines": queries.pipelines_of(request.user),
         "params": request.GET,
@@ -51,6 +53,7 @@ def trace_search(request: HttpRequest) -> HttpResponse:
                 exemplars = queries.trace_exemplars(request.user, **query.validated_data)
                 context["exemplars"] = exemplars
                 context["percentile"] = quantile_key(exemplars.quantile)
+                context["period"] = _period(exemplars.width)
             else:
                 context["search"] = queries.search_traces(
                     request.user, queries.TraceFilters(**query.validated_data)
@@ -61,6 +64,16 @@ def trace_search(request: HttpRequest) -> HttpResponse:
             errors = [f"{exc.field}: {exc.message}"]
     context["errors"] = errors
     return render(request, "traces/search.html", context, status=400 if errors else 200)
+
+
+def _period(width: dt.timedelta) -> str:
+    """A chart bucket's length in words: minute, 15 minutes, hour, 6 hours, day."""
+    seconds = int(width.total_seconds())
+    for unit, length in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        count, rest = divmod(seconds, length)
+        if count and not rest:
+            return unit if count == 1 else f"{count} {unit}s"
+    return f"{seconds} seconds"
 
 
 @login_required

@@ -144,6 +144,22 @@
     return Plotly.react(element, traces, chartLayout, config(name));
   }
 
+  /** Make a chart's points links: a click follows the URL at `customdata[index]` of the point
+   * clicked (with a unified hover, of the line nearest the pointer at that x); Ctrl/⌘-click
+   * opens it in a new tab. Call after each draw: a purge drops Plotly's listeners. */
+  function linkPoints(element, index) {
+    element.removeAllListeners("plotly_click");
+    element.on("plotly_click", (click) => {
+      const pointerY = click.event.clientY;
+      const distance = (p) => Math.abs((p.bbox.y0 + p.bbox.y1) / 2 - pointerY);
+      const linked = click.points.filter((p) => p.customdata && p.customdata[index]);
+      if (!linked.length) return;
+      const href = linked.reduce((a, b) => (distance(b) < distance(a) ? b : a)).customdata[index];
+      if (click.event.ctrlKey || click.event.metaKey) window.open(href, "_blank", "noopener");
+      else window.location.assign(href);
+    });
+  }
+
   /** GET JSON with the session cookie; throws with the API's detail on an error status. */
   async function getJson(url, params) {
     const query = new URLSearchParams(params || {});
@@ -164,6 +180,6 @@
     PALETTE, INK, MUTED, GRID, DEPLOY,
     formatMs, formatCount, formatShare, formatTime, tickMs, latencyAxis, stageColors, axisTitle,
     layout, config,
-    deploymentDecorations, message, draw, getJson,
+    deploymentDecorations, message, draw, linkPoints, getJson,
   };
 })();

@@ -4,7 +4,8 @@
  * The page's config (ids, stages, objectives, API URLs) is JSON in #pipeline-config. Every data
  * call asks for the same [start, end): the window laid on whole steps of an epoch-anchored grid,
  * as the APIs lay their buckets, so every chart's buckets line up. The window and percentile
- * live in the URL (?window=7d&percentile=p99) so a view can be shared.
+ * live in the URL (?window=7d&percentile=p99) so a view can be shared. A point of the
+ * percentiles chart links to the traces of its stage and bucket nearest its percentile.
  */
 (function () {
   "use strict";
@@ -52,6 +53,27 @@
     return { type: "date", range: [data.range.start, data.range.end], title: C.axisTitle("time", "UTC") };
   }
 
+  /** A step as [count, unit, word]: 900 → [15, "m", "minute"]. */
+  function stepParts(seconds) {
+    if (seconds % 86400 === 0) return [seconds / 86400, "d", "day"];
+    if (seconds % 3600 === 0) return [seconds / 3600, "h", "hour"];
+    return [seconds / 60, "m", "minute"];
+  }
+
+  /** The exemplars page of one plotted point: the traces of the stage (null: end to end)
+   * whose span, started in the bucket, is nearest the bucket's exact percentile `key`. */
+  function exemplarsUrl(stageId, bucketStart, stepSeconds, key) {
+    const [count, unit] = stepParts(stepSeconds);
+    const query = new URLSearchParams({
+      pipeline: cfg.pipeline.id,
+      stage: stageId === null ? "e2e" : stageId,
+      minute: bucketStart,
+      step: `${count}${unit}`,
+      near: key,
+    });
+    return `${cfg.urls.traces}?${query}`;
+  }
+
   function stageLabel(stage) {
     return rootStages.has(stage.id) ? `${stage.name} (own time)` : stage.name;
   }
@@ -67,19 +89,20 @@
       .filter((series) => series.summary.n > 0)
       .map((series) => {
         const isRoot = rootStages.has(series.stage.id);
+        const color = colors[series.stage.id === null ? cfg.endToEnd : series.stage.name];
         return {
           type: "scatter",
-          mode: "lines",
+          mode: "lines+markers",
           name: series.stage.id === null ? cfg.endToEnd : series.stage.name,
           x: series.points.map((p) => p.t),
           y: series.points.map((p) => p[key]),
-          customdata: series.points.map((p) => [
-            p.n, p[key] === null ? null : p[key] * (1 - bound), p[key] === null ? null : p[key] * (1 + bound),
-          ]),
-          line: {
-            color: colors[series.stage.id === null ? cfg.endToEnd : series.stage.name],
-            width: series.stage.id === null ? 2.5 : 1.6,
-          },
+          // n, the error bounds, and where a click on the point leads (C.linkPoints)
+          customdata: series.points.map((p) => (p[key] === null ? [p.n, null, null, null] : [
+            p.n, p[key] * (1 - bound), p[key] * (1 + bound),
+            exemplarsUrl(series.stage.id, p.t, body.step_seconds, key),
+          ])),
+          line: { color, width: series.stage.id === null ? 2.5 : 1.6 },
+          marker: { color, size: 4 },
           connectgaps: false,
           // A root span's stage is the end-to-end latency again: off until asked for.
           visible: isRoot ? "legendonly" : true,
@@ -96,7 +119,8 @@
     C.draw(charts.percentiles, traces, C.layout({
       hovermode: "x unified",
       margin: { t: 26 },
-      xaxis: timeAxis(),
+      // the unified hover's title: the bucket, and what a click does
+      xaxis: { ...timeAxis(), hoverformat: `%b %-d %H:%M UTC · click a point: traces near its ${key}` },
       yaxis: C.latencyAxis(
         traces.filter((t) => t.visible === true).flatMap((t) => t.y),
         state.log,
@@ -104,7 +128,7 @@
       ),
       shapes: decorations.shapes,
       annotations: decorations.annotations,
-    }), `${cfg.pipeline.name}-${key}`);
+    }), `${cfg.pipeline.name}-${key}`).then(() => C.linkPoints(charts.percentiles, 3));
   }
 
   function drawDeploymentList() {
@@ -400,8 +424,7 @@
     const mine = ++generation;
     const range = currentRange();
     data.range = range;
-    const [count, unit, word] = range.step % 86400 === 0 ? [range.step / 86400, "d", "day"]
-      : range.step % 3600 === 0 ? [range.step / 3600, "h", "hour"] : [range.step / 60, "m", "minute"];
+    const [count, unit, word] = stepParts(range.step);
     el("window-range").textContent =
       `${C.formatTime(range.start)} – ${C.formatTime(range.end)}, ${count}-${word} steps`;
     document.body.classList.add("loading");

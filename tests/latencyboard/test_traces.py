@@ -510,6 +510,50 @@ def test_exemplars_of_an_empty_minute(scene):
     assert (result.n, result.quantile_ns, result.traces) == (0, None, ())
 
 
+def test_exemplars_of_a_chart_bucket_span_its_whole_step(scene, busy_minute):
+    # when asked for the two minutes from MINUTE, as a chart with 2-minute steps would
+    wide = queries.trace_exemplars(
+        scene.member, scene.fraud.pk, None, MINUTE, 0.995, width=2 * queries.MINUTE
+    )
+    alone = queries.trace_exemplars(scene.member, scene.fraud.pk, None, MINUTE, 0.995)
+
+    # then the next minute's 100.4 ms request counts, and is the order statistic itself
+    assert (wide.n, wide.quantile_ms, wide.minute_end) == (102, 100.4, MINUTE + 2 * queries.MINUTE)
+    assert wide.traces[0].trace_id == trace_id(2001)
+    # and the minute alone has neither
+    assert (alone.n, alone.quantile_ms) == (101, 100.0)
+
+
+@pytest.mark.parametrize(
+    "width",
+    [
+        pytest.param(dt.timedelta(seconds=90), id="not-whole-minutes"),
+        pytest.param(dt.timedelta(0), id="empty"),
+        pytest.param(25 * HOUR, id="over-a-day"),
+    ],
+)
+def test_exemplars_refuse_a_width_they_cannot_read(scene, width):
+    with pytest.raises(ValueError, match="width"):
+        queries.trace_exemplars(scene.member, scene.fraud.pk, None, MINUTE, 0.99, width=width)
+
+
+def test_exemplars_api_takes_a_charts_step(client, scene, busy_minute):
+    client.force_login(scene.member)
+
+    response = client.get(
+        "/api/traces/exemplars/",
+        {"pipeline": scene.fraud.pk, "minute": iso(MINUTE), "step": "2m", "quantile": "0.995"},
+    )
+
+    body = response.json()
+    assert (body["minute"], body["end"]) == (
+        f"{MINUTE:%Y-%m-%dT%H:%M:%S}.000000Z",
+        f"{MINUTE + 2 * queries.MINUTE:%Y-%m-%dT%H:%M:%S}.000000Z",
+    )
+    assert (body["n"], body["quantile_ms"]) == (102, 100.4)
+    assert body["traces"][0]["trace_id"] == hex_of(2001)
+
+
 def test_exemplars_api(client, scene, busy_minute):
     client.force_login(scene.member)
 
@@ -543,6 +587,9 @@ def test_exemplars_api(client, scene, busy_minute):
         pytest.param({"quantile": "1.5"}, "quantile", id="quantile"),
         pytest.param({"stage": "forward"}, "stage", id="stage"),
         pytest.param({"minute": "yesterday"}, "minute", id="minute"),
+        pytest.param({"step": "90s"}, "step", id="step-unit"),
+        pytest.param({"step": "0m"}, "step", id="step-empty"),
+        pytest.param({"step": "2d"}, "step", id="step-over-a-day"),
     ],
 )
 def test_exemplars_api_refuses_bad_parameters(client, scene, params, field):
@@ -730,6 +777,21 @@ def test_search_page_shows_the_exemplars_of_a_chart_point(client, scene, busy_mi
     assert "Traces nearest the p99 of fraud-scorer (prod)" in html
     assert "100.000 ms" in html
     assert [t.trace_hex for t in page.context["exemplars"].traces][:1] == [hex_of(1100)]
+
+
+def test_search_page_shows_the_exemplars_of_a_wider_chart_bucket(client, scene, busy_minute):
+    client.force_login(scene.member)
+
+    page = client.get(
+        "/traces/",
+        {"pipeline": scene.fraud.pk, "minute": iso(MINUTE), "step": "2m", "quantile": "0.995"},
+    )
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert f"{MINUTE:%Y-%m-%d %H:%M}\N{EN DASH}{MINUTE + 2 * queries.MINUTE:%H:%M} UTC" in html
+    assert "computed exactly over the 102 spans of the 2 minutes" in html
+    assert "100.400 ms" in html
 
 
 def test_pages_need_a_login(client, scene):
