@@ -434,11 +434,12 @@ def _scope(
 def _search_sql(filters: TraceFilters, params: dict[str, Any]) -> str:
     """The search statement; every value in it is a parameter, added to ``params``.
 
-    One range scan of ``(pipeline_id, start_time)`` over the window. With a stage, that scan
-    keeps the matching roots and the stage's spans at once; the stage's spans of requests
-    still running at the window's end are read by a second, short scan from the end to the
-    last matching root's end (capped at :data:`MAX_WINDOW` after it, so that the planner
-    prunes the day partitions beyond).
+    Without a stage: one range scan of the root spans' partial index over the window. With
+    a stage, the roots of the window are joined by trace id to the stage's spans, read from
+    the ``(pipeline_id, start_time)`` index alone (it carries stage, trace id and duration):
+    from the window's start to the last matching root's end (capped at :data:`MAX_WINDOW`
+    after the window, so that the planner prunes the day partitions beyond), so that spans
+    of requests still running at the window's end count too.
     """
     window = (
         "r.pipeline_id = ANY(%(pipelines)s) AND r.team_id = ANY(%(teams)s) "
@@ -463,38 +464,41 @@ def _search_sql(filters: TraceFilters, params: dict[str, Any]) -> str:
         where = " AND ".join([window, *root, *(f"r.{bound}" for bound in durations)])
         return f"SELECT {columns}, NULL FROM spans_span r WHERE {where} {order}"  # noqa: S608 - constant fragments, values are parameters
     params["late_end"] = filters.end + MAX_WINDOW
-    is_root = " AND ".join(root)
-    of_stage = " AND ".join(["r.stage_id = %(stage)s", *(f"r.{bound}" for bound in durations)])
-    # The candidates keep no text columns, so that a day of them stays in memory; the names
-    # and statuses of the few traces returned are read back by primary key.
+    # No team condition on the stage's spans, so that the index answers alone: a stage is
+    # one pipeline's, which _scope found in the user's teams, and so are its spans.
+    of_stage = " AND ".join(
+        [
+            "s.pipeline_id = ANY(%(pipelines)s) AND s.stage_id = %(stage)s",
+            *(f"s.{bound}" for bound in durations),
+        ]
+    )
+    # The roots keep no text columns, so that a day of them stays small; the names and
+    # statuses of the few traces returned are read back by primary key.
     return f"""
-        WITH candidates AS MATERIALIZED (
-            SELECT r.team_id, r.trace_id, r.span_id, r.start_time, r.duration_ns,
-                   ({is_root}) AS is_root, ({of_stage}) AS of_stage
+        WITH roots AS MATERIALIZED (
+            SELECT r.team_id, r.trace_id, r.span_id, r.start_time, r.duration_ns
             FROM spans_span r
-            WHERE {window} AND (({is_root}) OR ({of_stage}))
+            WHERE {window} AND {" AND ".join(root)}
         ),
-        roots AS (SELECT * FROM candidates WHERE is_root),
         stage_spans AS (
-            SELECT team_id, trace_id, duration_ns FROM candidates WHERE of_stage
+            SELECT s.trace_id, s.duration_ns
+            FROM spans_span s
+            WHERE {of_stage} AND s.start_time >= %(start)s AND s.start_time < %(end)s
             UNION ALL
-            SELECT r.team_id, r.trace_id, r.duration_ns
-            FROM spans_span r
-            WHERE r.pipeline_id = ANY(%(pipelines)s) AND r.team_id = ANY(%(teams)s)
-              AND r.start_time >= %(end)s AND r.start_time < %(late_end)s
-              AND r.start_time <= (
+            SELECT s.trace_id, s.duration_ns
+            FROM spans_span s
+            WHERE {of_stage} AND s.start_time >= %(end)s AND s.start_time < %(late_end)s
+              AND s.start_time <= (
                   SELECT max(start_time + duration_ns / 1000 * interval '1 microsecond')
                   FROM roots
               )
-              AND {of_stage}
         ),
         matched AS (
-            SELECT team_id, trace_id, max(duration_ns) AS duration_ns
-            FROM stage_spans GROUP BY team_id, trace_id
+            SELECT trace_id, max(duration_ns) AS duration_ns FROM stage_spans GROUP BY trace_id
         ),
         slowest AS (
             SELECT r.*, m.duration_ns AS stage_ns
-            FROM roots r JOIN matched m USING (team_id, trace_id)
+            FROM roots r JOIN matched m USING (trace_id)
             {order}
         )
         SELECT {columns}, t.stage_ns
