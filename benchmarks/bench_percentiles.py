@@ -1,7 +1,8 @@
 """Percentiles end to end: load raw spans, fold them, and compare the API with exact SQL.
 
 Run: ``python benchmarks/bench_percentiles.py [--days 90] [--scale 0.0123] [--seed 1]``
-(defaults: ~20 M spans over 90 days; ``--days 3`` for a quick run).
+(defaults: ~20 M spans over 90 days; ``--days 10`` for a quick run that still fills the
+7-day window).
 
 Self-contained, in one process against a throwaway PostgreSQL 16 (``_stack.BenchStack``, fsync
 on) and Redis (folds announce on the live channel, as in production):

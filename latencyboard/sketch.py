@@ -50,9 +50,9 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -92,6 +92,8 @@ QuantileMethod = Literal["lower", "linear"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+KeyArray = npt.NDArray[np.signedinteger[Any]]  # bucket keys: int32 once decoded, else int64
+CountArray = npt.NDArray[np.signedinteger[Any]]  # bucket counts: int32 or int64
 
 _LN_GAMMA: Final = math.log(GAMMA)
 _ESTIMATE_SCALE: Final = 2.0 / (GAMMA + 1.0)
@@ -115,6 +117,9 @@ _SPARSE_FLAG: Final = 0b100
 _WIDTH_DTYPES: Final = (np.dtype("<u1"), np.dtype("<u2"), np.dtype("<u4"), np.dtype("<u8"))
 # Counts are int64 in memory; anything at or above this in a blob cannot be genuine.
 _COUNT_LIMIT: Final = 2**63
+# Decoded counts are int32 below this many values in a batch (a margin under 2**31 for the
+# float64 sum that decides it).
+_NARROW_TOTAL: Final = 2**31 - 2**20
 
 
 def _keys(values: FloatArray) -> IntArray:
@@ -139,7 +144,7 @@ with np.errstate(over="ignore"):
     )
 
 
-def _estimates(keys: IntArray) -> FloatArray:
+def _estimates(keys: KeyArray) -> FloatArray:
     """The value reported for each bucket key: ``2 * gamma**k / (gamma + 1)``."""
     # Keys of valid sketches always lie in [_MIN_KEY, _MAX_KEY]; clip only guards the lookup.
     result: FloatArray = np.take(_ESTIMATE_TABLE, keys - _MIN_KEY, mode="clip")
@@ -382,8 +387,8 @@ class _Parts(NamedTuple):
     sum: FloatArray
     min: FloatArray
     max: FloatArray
-    keys: IntArray  # one entry per bucket of every sketch
-    bucket_counts: IntArray
+    keys: KeyArray  # one entry per bucket of every sketch
+    bucket_counts: CountArray
 
 
 def _parts_of(sketches: Sequence[Sketch]) -> _Parts:
@@ -435,32 +440,47 @@ def _decode_blobs(blobs: Sequence[bytes], positions: IntArray | None) -> _Parts:
     The only Python work per blob is slicing it into header and body. ``positions`` maps
     each blob to its index in the caller's input, for error messages.
     """
-    return _decode(blobs, positions, with_owners=False)[0]
+    return _decode(*_joined(blobs), positions, narrow_counts=False)[0]
 
 
-class _Owners(NamedTuple):
-    """Which blob each decoded bucket came from (buckets are not in blob order)."""
+def _joined(blobs: Sequence[bytes]) -> tuple[bytes, IntArray]:
+    """The blobs end to end in one buffer, and their lengths."""
+    return b"".join(blobs), np.fromiter(map(len, blobs), np.int64, len(blobs))
 
-    blob: IntArray  # per bucket: its blob's index in the input
+
+class _Runs(NamedTuple):
+    """Where each blob's buckets lie in the decoded arrays: one key-ordered run per blob
+    with buckets (the runs are not in blob order)."""
+
+    first_bucket: IntArray  # per blob: index of its first bucket (0 without buckets)
+    size: IntArray  # per blob: its number of buckets
     first_key: IntArray  # per blob: its lowest bucket key (0 without buckets)
 
 
+_HEADER_BYTES: Final = np.arange(_HEADER_SIZE, dtype=np.int64)
+
+
 def _decode(
-    blobs: Sequence[bytes], positions: IntArray | None, *, with_owners: bool
-) -> tuple[_Parts, _Owners | None]:
-    """:func:`_decode_blobs`, and with ``with_owners`` where each bucket came from."""
-    blob_count = len(blobs)
-    lengths = np.fromiter(map(len, blobs), np.int64, blob_count)
+    data: bytes | memoryview,
+    lengths: IntArray,
+    positions: IntArray | None,
+    *,
+    narrow_counts: bool,
+) -> tuple[_Parts, _Runs]:
+    """:func:`_decode_blobs` of blobs laid end to end in ``data`` (``lengths[i]`` bytes
+    each, at least one blob), and where each blob's buckets went. ``narrow_counts`` allows
+    int32 bucket counts (see below)."""
+    blob_count = lengths.size
+    raw = np.frombuffer(data, dtype=np.uint8)
     _reject(lengths == 0, positions, "empty")
-    head_sizes = np.minimum(lengths, _HEADER_SIZE)
-    heads = np.frombuffer(b"".join([blob[:_HEADER_SIZE] for blob in blobs]), dtype=np.uint8)
-    versions = heads[np.cumsum(head_sizes) - head_sizes]
+    starts = np.cumsum(lengths) - lengths
+    versions = raw[starts]
     bad_version = versions != FORMAT_VERSION
     if bad_version.any():
         version = int(versions[np.argmax(bad_version)])
         _reject(bad_version, positions, f"unsupported format version {version}")
     _reject(lengths < _HEADER_SIZE, positions, f"truncated: header needs {_HEADER_SIZE} bytes")
-    header = heads.view(_HEADER)
+    header = raw[(starts[:, None] + _HEADER_BYTES).ravel()].view(_HEADER)
 
     flags = header["flags"].astype(np.int64)
     _reject(flags & ~(_WIDTH_MASK | _SPARSE_FLAG) != 0, positions, "unknown flag bits")
@@ -492,18 +512,27 @@ def _decode(
     _reject(has_buckets & (first_key < _MIN_KEY), positions, "bucket key below the minimum")
 
     # Every layout's buckets are written straight into their slice of the outputs: large
-    # temporaries and a final concatenation cost more than the arithmetic here.
+    # temporaries and a final concatenation cost more than the arithmetic here, and so does
+    # every extra pass over the buckets (a week of hourly rows holds ~200 k).
     bucket_total = int(n[has_buckets].sum())
-    all_keys = np.empty(bucket_total, dtype=np.int64)
-    all_counts = np.empty(bucket_total, dtype=np.int64)
-    owners = np.empty(bucket_total if with_owners else 0, dtype=np.int64)
+    # Keys lie within [_MIN_KEY, _MAX_KEY]: int32 halves the memory to fill (page faults).
+    all_keys = np.empty(bucket_total, dtype=np.int32)
+    # So do counts, for a SketchBatch, when the whole batch holds fewer than 2**31 values
+    # (no bucket of a valid blob holds more than its blob), and then so do the running
+    # counts over them. merge_many adds the counts into int64 at once.
+    narrow = narrow_counts and float(count[has_buckets].sum(dtype=np.float64)) < _NARROW_TOTAL
+    all_counts: CountArray = np.empty(bucket_total, dtype=np.int32 if narrow else np.int64)
+    first_buckets = np.zeros(blob_count, dtype=np.int64)
+    view = data if isinstance(data, bytes) else memoryview(data)
     done = 0
     layouts = set(zip(sparse[has_buckets].tolist(), code[has_buckets].tolist(), strict=True))
     for is_sparse, width in sorted(layouts):
         chosen = np.flatnonzero(has_buckets & (sparse == is_sparse) & (code == width))
         sizes = n[chosen]
+        body_starts = (starts[chosen] + _HEADER_SIZE).tolist()
+        body_ends = (starts[chosen] + lengths[chosen]).tolist()
         body: npt.NDArray[np.unsignedinteger] = np.frombuffer(
-            b"".join([blobs[i][_HEADER_SIZE:] for i in chosen.tolist()]),
+            b"".join([view[a:b] for a, b in zip(body_starts, body_ends, strict=True)]),
             dtype=_WIDTH_DTYPES[width],
         )
         first_bucket = np.cumsum(sizes) - sizes
@@ -511,22 +540,34 @@ def _decode(
         end = done + int(first_bucket[-1] + sizes[-1])
         keys = all_keys[done:end]
         if is_sparse:
-            # (delta, count) pairs; the first delta is 0 so that the keys are one running
-            # sum per blob, offset by the blob's first key.
+            # (delta, count) pairs, a blob's first delta 0: its keys are a running sum of the
+            # deltas from its first key.
             deltas, counts = body[0::2], body[1::2]
-            starts_run = np.zeros(counts.size, dtype=bool)
-            starts_run[first_bucket] = True
-            _reject_subset(
-                ((deltas == 0) != starts_run) | (deltas > _MAX_KEY - _MIN_KEY),
-                chosen,
-                sizes,
-                blob_count,
-                positions,
-                "bucket keys not strictly increasing",
-            )
-            _reject_subset(counts == 0, chosen, sizes, blob_count, positions, "empty sparse bucket")
-            np.cumsum(deltas, dtype=np.int64, out=keys)  # deltas were bounded just above
-            keys += np.repeat(first_key[chosen] - keys[first_bucket], sizes)
+            # Checked with reductions; which blob is at fault is only worked out on
+            # failure. Zero deltas exactly at the blobs' first buckets, and no delta larger
+            # than any two keys can be apart.
+            if (
+                deltas.size - np.count_nonzero(deltas) != sizes.size
+                or np.count_nonzero(deltas[first_bucket])
+                or (width > 0 and int(deltas.max()) > _MAX_KEY - _MIN_KEY)
+            ):
+                starts_run = np.zeros(counts.size, dtype=bool)
+                starts_run[first_bucket] = True
+                _reject_subset(
+                    ((deltas == 0) != starts_run) | (deltas > _MAX_KEY - _MIN_KEY),
+                    chosen,
+                    sizes,
+                    blob_count,
+                    positions,
+                    "bucket keys not strictly increasing",
+                )
+            if np.count_nonzero(counts) != counts.size:
+                _reject_subset(
+                    counts == 0, chosen, sizes, blob_count, positions, "empty sparse bucket"
+                )
+            keys[...] = deltas  # bounded just above
+            # Each blob's last key: its first key plus its deltas (summed in int64, exact).
+            last_keys = first_key[chosen] + np.add.reduceat(keys, first_bucket, dtype=np.int64)
         else:
             counts = body
             _reject_subset(
@@ -537,34 +578,56 @@ def _decode(
                 positions,
                 "empty bucket at the edge of a dense range",
             )
-            np.add(
-                np.repeat(first_key[chosen] - first_bucket, sizes),
-                np.arange(counts.size),
-                out=keys,
-            )
+            keys.fill(1)
+            last_keys = first_key[chosen] + sizes - 1
+        # Each blob's buckets must end at the key of its max. Checked on the exact last keys:
+        # then every key of a valid blob lies between its first and its last, so within
+        # int32, and any invalid blob fails the whole batch whatever its keys came to.
         _reject_subset(
-            counts >= _COUNT_LIMIT, chosen, sizes, blob_count, positions, "bucket count too large"
-        )
-        signed_counts = all_counts[done:end]
-        signed_counts[...] = counts
-        _reject_subset(
-            np.add.reduceat(signed_counts, first_bucket) != count[chosen] - zero[chosen],
-            chosen,
-            None,
-            blob_count,
-            positions,
-            "bucket counts do not add up to count",
-        )
-        _reject_subset(
-            keys[last_bucket] != _keys(high[chosen]),
+            last_keys != _keys(high[chosen]),
             chosen,
             None,
             blob_count,
             positions,
             "max outside buckets",
         )
-        if with_owners:
-            owners[done:end] = np.repeat(chosen, sizes)
+        # The keys are one running sum of the steps between them (the deltas, or 1), each
+        # blob's first step going from the previous blob's last key to its own first key:
+        # no temporary as large as the buckets (their page faults cost more than the sums).
+        jumps = first_key[chosen]
+        jumps[1:] -= last_keys[:-1]
+        keys[first_bucket] = jumps
+        np.cumsum(keys, dtype=np.int32, out=keys)
+        if width == len(_WIDTH_DTYPES) - 1:  # only 8-byte counts can reach the limit
+            _reject_subset(
+                counts >= _COUNT_LIMIT,
+                chosen,
+                sizes,
+                blob_count,
+                positions,
+                "bucket count too large",
+            )
+        if narrow and width >= 2:  # 4- and 8-byte counts may not fit
+            _reject_subset(
+                counts > _NARROW_TOTAL,
+                chosen,
+                sizes,
+                blob_count,
+                positions,
+                "bucket counts do not add up to count",  # one is more than the whole batch
+            )
+        signed_counts = all_counts[done:end]
+        signed_counts[...] = counts
+        _reject_subset(
+            np.add.reduceat(signed_counts, first_bucket, dtype=np.int64)
+            != count[chosen] - zero[chosen],
+            chosen,
+            None,
+            blob_count,
+            positions,
+            "bucket counts do not add up to count",
+        )
+        first_buckets[chosen] = done + first_bucket
         done = end
     parts = _Parts(
         count,
@@ -575,7 +638,7 @@ def _decode(
         all_keys,
         all_counts,
     )
-    return parts, _Owners(owners, first_key) if with_owners else None
+    return parts, _Runs(first_buckets, np.where(has_buckets, n, 0), first_key)
 
 
 def _assemble(parts: _Parts) -> Sketch:
@@ -594,7 +657,8 @@ def _assemble(parts: _Parts) -> Sketch:
     if parts.keys.size:
         low = int(parts.keys.min())
         counts = np.zeros(int(parts.keys.max()) - low + 1, dtype=np.int64)
-        np.add.at(counts, parts.keys - low, parts.bucket_counts)
+        # Same types on both sides: ufunc.at has no fast loop for a cast.
+        np.add.at(counts, parts.keys - low, parts.bucket_counts.astype(np.int64, copy=False))
         sketch._offset, sketch._counts = low, counts
     return sketch
 
@@ -664,16 +728,42 @@ class SketchBatch:
     the same blobs (say per hour, then per day) without decoding them again.
     """
 
-    __slots__ = ("_owners", "_parts", "_size")
+    __slots__ = ("_cumulative", "_parts", "_runs", "_size")
 
     def __init__(self, blobs: Sequence[bytes]) -> None:
-        self._size = len(blobs)
-        self._parts: _Parts | None = None
-        self._owners: _Owners | None = None
-        if self._size:
-            self._parts, self._owners = _decode(
-                blobs, np.arange(self._size, dtype=np.int64), with_owners=True
+        self._load(*_joined(blobs))
+
+    @classmethod
+    def from_buffer(
+        cls, data: bytes | bytearray | memoryview, lengths: npt.ArrayLike
+    ) -> SketchBatch:
+        """The blobs laid end to end in ``data``, ``lengths[i]`` bytes each: what a database
+        hands back for ``string_agg(sketch, '')`` and the ``octet_length`` of each, without
+        a Python object per blob. Raises ValueError when the lengths do not add up to the
+        size of ``data``, and for invalid blobs as :class:`SketchBatch` does."""
+        sizes = np.asarray(lengths)
+        if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
+            raise ValueError(f"lengths must be a 1-D array of integers, got {sizes!r}")
+        buffer = memoryview(data).cast("B")
+        if sizes.size and sizes.min() < 0:
+            raise ValueError(f"lengths must be >= 0, got {int(sizes.min())}")
+        if int(sizes.sum()) != buffer.nbytes:
+            raise ValueError(
+                f"lengths add up to {int(sizes.sum())} bytes, the buffer holds {buffer.nbytes}"
             )
+        batch = cls.__new__(cls)
+        # Slices of bytes are cheaper than of a memoryview.
+        batch._load(data if isinstance(data, bytes) else buffer, sizes.astype(np.int64, copy=False))
+        return batch
+
+    def _load(self, data: bytes | memoryview, lengths: IntArray) -> None:
+        self._size = lengths.size
+        self._parts: _Parts | None = None
+        self._runs: _Runs | None = None
+        self._cumulative: CountArray | None = None
+        if self._size:
+            positions = np.arange(self._size, dtype=np.int64)
+            self._parts, self._runs = _decode(data, lengths, positions, narrow_counts=True)
 
     def __len__(self) -> int:
         return self._size
@@ -692,7 +782,7 @@ class SketchBatch:
         zero = np.zeros(group_count, dtype=np.int64)
         low = np.full(group_count, math.nan)
         high = np.full(group_count, math.nan)
-        if self._parts is None or self._owners is None:
+        if self._parts is None or self._runs is None:
             empty = np.full((group_count, q.size), math.nan)
             return GroupSummaries(count, zero, np.zeros(group_count), low, high, empty)
         parts = self._parts
@@ -704,7 +794,7 @@ class SketchBatch:
         np.fmax.at(high, groups, parts.max)
         low += 0.0
         high += 0.0
-        cells = _Cells.merge(groups, parts, self._owners, group_count)
+        cells = _GroupCells.merge(groups, parts, self._runs, group_count, self._running_count)
         # Sketch.quantiles and Sketch._values_at, operation for operation, one row per group.
         last_rank = (count - 1)[:, None]
         rank = q * last_rank
@@ -717,6 +807,15 @@ class SketchBatch:
         quantiles[count == 0] = math.nan
         total = _exact_sums(parts.sum, groups, group_count)
         return GroupSummaries(count, zero, total, low, high, quantiles)
+
+    def _running_count(self) -> CountArray:
+        """The bucket counts of all decoded runs summed up to each bucket, worked out once,
+        in the counts' own type (int32 only below _NARROW_TOTAL values in the batch)."""
+        if self._cumulative is None:
+            assert self._parts is not None
+            counts = self._parts.bucket_counts
+            self._cumulative = np.cumsum(counts, dtype=counts.dtype)
+        return self._cumulative
 
     def _group_ids(self, group_ids: npt.ArrayLike, group_count: int) -> IntArray:
         """``group_ids`` checked (one integer per blob, in [0, group_count)) as int64."""
@@ -764,61 +863,69 @@ def group_summaries(
 
 @dataclass(frozen=True)
 class _Cells:
-    """Buckets merged per group: one key-ordered run of cells per group, group 0's first.
+    """Bucket counts side by side in key-ordered runs, with the running count over them.
 
-    ``cumulative`` is the running count over all runs and ``starts`` the index of each
-    group's first cell. Cells are either dense (``keys`` None: each group gets every key
-    from its lowest to its highest, cell ``i`` of group ``g`` holds key
-    ``i - key_offset[g]``, and may hold 0, which searching the running count skips) or the
-    distinct (group, key) pairs, whose keys are ``keys``.
+    ``starts[g]`` is where group ``g``'s run begins (meaningless for groups without one).
+    A cell may hold 0, which searching the running count skips, and cells outside every
+    group's run may lie between runs.
     """
 
-    cumulative: IntArray
+    cumulative: CountArray
+    keys: KeyArray
     starts: IntArray
-    keys: IntArray | None
-    key_offset: IntArray
+
+    def estimates(self, below: IntArray) -> FloatArray:
+        """Per row (group) of ``below``, the estimate of the cell holding each of those
+        ranks, counted from the group's first cell."""
+        # The running count before a group's first cell: the group's own running count is
+        # the global one minus this, so searching the global one for base + r finds the
+        # cell that searching the group's own for r would.
+        base = np.where(self.starts > 0, self.cumulative[self.starts - 1], 0)
+        # In the running count's own type: searching int32 for int64 would copy it to int64.
+        wanted = (base[:, None] + below).astype(self.cumulative.dtype, copy=False)
+        index = np.searchsorted(self.cumulative, wanted, side="right")
+        # Out of range only where the cell is not used (a rank in the zero bucket, a group
+        # without buckets or without values).
+        np.minimum(index, self.cumulative.size - 1, out=index)
+        return _estimates(self.keys[index])
+
+
+@dataclass(frozen=True)
+class _GroupCells:
+    """The buckets of each group's blobs summed per key: a group with a single blob with
+    buckets reads that blob's run where it was decoded (``decoded``), the others read runs
+    merged for them (``merged``, whose starts are those of the groups in ``shared``)."""
+
+    decoded: _Cells
+    merged: _Cells | None
+    shared: npt.NDArray[np.bool_]
 
     @classmethod
-    def merge(cls, groups: IntArray, parts: _Parts, owners: _Owners, group_count: int) -> _Cells:
-        """Sum the bucket counts of blobs that ``groups`` assigns to groups, per (group, key)."""
-        keys, counts = parts.keys, parts.bucket_counts
-        no_offset = np.zeros(group_count, dtype=np.int64)
-        if not keys.size:
-            return cls(np.zeros(0, dtype=np.int64), no_offset, None, no_offset)
-        # Each group's key range, from its blobs' first and last keys (the decoder checked
-        # that the last one is the key of max).
-        has_buckets = parts.value_count > parts.zero_count
-        blob_groups = groups[has_buckets]
-        lowest = np.full(group_count, _MAX_KEY + 1, dtype=np.int64)
-        np.minimum.at(lowest, blob_groups, owners.first_key[has_buckets])
-        highest = np.full(group_count, _MIN_KEY - 1, dtype=np.int64)
-        np.maximum.at(highest, blob_groups, _keys(parts.max[has_buckets]))
-        spans = np.maximum(highest - lowest + 1, 0)
-        ends = np.cumsum(spans)
-        starts = ends - spans
-        size = int(ends[-1])
-        if size <= max(_DENSE_CELLS_PER_BUCKET * keys.size, _DENSE_MIN_CELLS):
-            # Cell of key k of group g: starts[g] + k - lowest[g].
-            key_offset = starts - lowest
-            grid = np.zeros(size, dtype=np.int64)
-            np.add.at(grid, key_offset[groups][owners.blob] + keys, counts)
-            np.cumsum(grid, out=grid)
-            return cls(grid, starts, None, key_offset)
-        bucket_groups = groups[owners.blob]
-        order = np.lexsort((keys, bucket_groups))
-        sorted_groups, sorted_keys = bucket_groups[order], keys[order]
-        firsts = np.flatnonzero(
-            np.concatenate(
-                [
-                    [True],
-                    (sorted_groups[1:] != sorted_groups[:-1])
-                    | (sorted_keys[1:] != sorted_keys[:-1]),
-                ]
-            )
-        )
-        cumulative = np.cumsum(np.add.reduceat(counts[order], firsts))
-        starts = np.searchsorted(sorted_groups[firsts], np.arange(group_count), side="left")
-        return cls(cumulative, starts.astype(np.int64), sorted_keys[firsts], no_offset)
+    def merge(
+        cls,
+        groups: IntArray,
+        parts: _Parts,
+        runs: _Runs,
+        group_count: int,
+        running_count: Callable[[], CountArray],
+    ) -> _GroupCells:
+        """Sum the bucket counts of blobs that ``groups`` assigns to groups, per (group, key);
+        ``running_count`` gives the running count over the decoded runs."""
+        has_buckets = runs.size > 0
+        # Per blob: how many blobs with buckets its group has (0 when it has none itself).
+        sharing = np.bincount(groups[has_buckets], minlength=group_count)[groups] * has_buckets
+        # One hour row per bucket of an hourly chart: no merge at all, the common case.
+        alone, members = sharing == 1, sharing > 1
+        starts = np.zeros(group_count, dtype=np.int64)
+        starts[groups[alone]] = runs.first_bucket[alone]
+        no_cells = np.zeros(0, dtype=np.int64)
+        decoded = _Cells(running_count() if alone.any() else no_cells, parts.keys, starts)
+        shared = np.zeros(group_count, dtype=bool)
+        shared[groups[members]] = True
+        if not members.any():
+            return cls(decoded, None, shared)
+        keys, counts, merged_starts = _merged_runs(groups, parts, runs, members, group_count)
+        return cls(decoded, _Cells(np.cumsum(counts), keys, merged_starts[shared]), shared)
 
     def values_at(
         self,
@@ -831,26 +938,74 @@ class _Cells:
         """:meth:`Sketch._values_at` of every group at once: ``ranks`` has one row per group;
         the other arguments are per group (``last_rank`` already a column)."""
         below = ranks - zero[:, None]
-        if self.cumulative.size:
-            # The running count before a group's first cell: the group's own running count is
-            # the global one minus this, so searching the global one for base + r finds the
-            # cell that searching the group's own for r would.
-            base = np.where(self.starts > 0, self.cumulative[self.starts - 1], 0)
-            index = np.searchsorted(self.cumulative, base[:, None] + below, side="right")
-            # Out of range only where the cell is not used (a rank in the zero bucket, a group
-            # without buckets or without values).
-            np.minimum(index, self.cumulative.size - 1, out=index)
-            if self.keys is None:
-                estimates = _estimates(index - self.key_offset[:, None])
-            else:
-                estimates = _estimates(self.keys[index])
-        else:
-            estimates = np.zeros(ranks.shape)
+        estimates = np.zeros(ranks.shape)
+        if self.decoded.cumulative.size:
+            estimates = self.decoded.estimates(below)
+        if self.merged is not None:
+            estimates[self.shared] = self.merged.estimates(below[self.shared])
         result: FloatArray = np.where(below < 0, 0.0, estimates)
         # Empty groups have NaN bounds, hence NaN rows; the caller overwrites them anyway.
         np.clip(result, low[:, None], high[:, None], out=result)
         result = np.where(ranks == 0, low[:, None], result)
         return np.where(ranks == last_rank, high[:, None], result)
+
+
+def _merged_runs(
+    groups: IntArray,
+    parts: _Parts,
+    runs: _Runs,
+    members: npt.NDArray[np.bool_],
+    group_count: int,
+) -> tuple[KeyArray, CountArray, IntArray]:
+    """The buckets of the ``members`` blobs summed per (group, key): the cells' keys and
+    counts, one key-ordered run per group, and where each group's run starts (meaningless
+    for groups without members)."""
+    # The members' runs in decoded order, and their buckets: all of them, when every
+    # blob with buckets is a member (a summary per series), else gathered.
+    blobs = np.flatnonzero(members)
+    blobs = blobs[np.argsort(runs.first_bucket[blobs], kind="stable")]
+    sizes = runs.size[blobs]
+    keys, counts = parts.keys, parts.bucket_counts
+    total = int(sizes.sum())
+    if total < keys.size:
+        offsets = np.cumsum(sizes) - sizes
+        index = np.repeat(runs.first_bucket[blobs] - offsets, sizes) + np.arange(total)
+        keys, counts = keys[index], counts[index]
+    # Each group's key range, from its blobs' first and last keys (the decoder checked
+    # that the last one is the key of max).
+    blob_groups = groups[blobs]
+    lowest = np.full(group_count, _MAX_KEY + 1, dtype=np.int64)
+    np.minimum.at(lowest, blob_groups, runs.first_key[blobs])
+    highest = np.full(group_count, _MIN_KEY - 1, dtype=np.int64)
+    np.maximum.at(highest, blob_groups, _keys(parts.max[blobs]))
+    spans = np.maximum(highest - lowest + 1, 0)
+    ends = np.cumsum(spans)
+    starts = ends - spans
+    size = int(ends[-1])
+    if size <= max(_DENSE_CELLS_PER_BUCKET * keys.size, _DENSE_MIN_CELLS):
+        # Every key from each group's lowest to its highest: key k of group g is cell
+        # starts[g] + k - lowest[g].
+        shift = starts - lowest
+        # The counts' own type (see _NARROW_TOTAL): ufunc.at has no fast loop for a cast.
+        grid = np.zeros(size, dtype=counts.dtype)
+        # Cell indexes lie in [0, size): int32 halves the memory to fill, as for keys.
+        cells = np.repeat(shift[blob_groups].astype(np.int32 if size < 2**30 else np.int64), sizes)
+        cells += keys
+        np.add.at(grid, cells, counts)
+        return np.repeat(-shift, spans) + np.arange(size), grid, starts
+    bucket_groups = np.repeat(blob_groups, sizes)
+    order = np.lexsort((keys, bucket_groups))
+    sorted_groups, sorted_keys = bucket_groups[order], keys[order]
+    firsts = np.flatnonzero(
+        np.concatenate(
+            [
+                [True],
+                (sorted_groups[1:] != sorted_groups[:-1]) | (sorted_keys[1:] != sorted_keys[:-1]),
+            ]
+        )
+    )
+    run_starts = np.searchsorted(sorted_groups[firsts], np.arange(group_count), side="left")
+    return sorted_keys[firsts], np.add.reduceat(counts[order], firsts), run_starts
 
 
 _LIMB_BITS: Final = 32
@@ -862,6 +1017,24 @@ _SUBNORMAL_EXPONENT: Final = -1074
 def _exact_sums(values: FloatArray, groups: IntArray, group_count: int) -> FloatArray:
     """Per group, the exact sum of its ``values`` (each >= 0 or +inf) rounded once to
     nearest-even: ``math.fsum``, except +inf for an inf input or a sum beyond float64.
+
+    A group of one value sums to that value (+0.0 for -0.0, as for every sum of zeros); the
+    others go through :func:`_fixed_point_sums`.
+    """
+    result = np.zeros(group_count)
+    if not values.size:
+        return result
+    alone = np.bincount(groups, minlength=group_count)[groups] == 1
+    result[groups[alone]] = values[alone] + 0.0
+    if not alone.all():
+        shared = ~alone
+        ids, compact = np.unique(groups[shared], return_inverse=True)
+        result[ids] = _fixed_point_sums(values[shared], compact, ids.size)
+    return result
+
+
+def _fixed_point_sums(values: FloatArray, groups: IntArray, group_count: int) -> FloatArray:
+    """:func:`_exact_sums` of any groups, by fixed-point arithmetic.
 
     Each finite value is an integer ``m * 2**shift`` times 2**-1074 with ``m < 2**53``; it
     is added exactly, 32 bits at a time, into int64 limbs of a fixed-point accumulator (one

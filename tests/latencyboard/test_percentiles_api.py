@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
+from rest_framework.renderers import JSONRenderer
 
 from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.rollups.api import OrjsonRenderer
 from latencyboard.rollups.models import Resolution, Rollup
 from latencyboard.sketch import RELATIVE_ERROR, Sketch, merge_many
 from latencyboard.teams.models import Team
@@ -237,6 +239,24 @@ def test_a_stage_without_any_rows_has_a_null_summary(client, dataset):
         "n": 0, "error_rate": None, "mean_ms": None,
         "p50": None, "p90": None, "p95": None, "p99": None, "p99.9": None,
     }  # fmt: skip
+
+
+def test_rows_of_stages_not_in_the_answer_are_left_out_of_every_figure(client, dataset):
+    # Given, besides the dataset, rows of our pipeline under a stage it does not list (as a
+    # stage created between reading the stages and reading the rows would have)
+    other = Pipeline.objects.create(team=dataset.team, service_name="recommender")
+    stray = Stage.objects.create(pipeline=other, name="ranker")
+    add_rows(dataset.pipeline, stray, Resolution.MINUTE, T0, 60, np.random.default_rng(7))
+    window = {"start": iso(T0), "end": iso(T0 + dt.timedelta(hours=1)), "step": "1h"}
+
+    # When every stage is asked for, which reads every row of the pipeline
+    every = get_percentiles(client, dataset, **window)
+    some = get_percentiles(client, dataset, stages=f"e2e,{dataset.stages[0].pk}", **window)
+
+    # Then the stray rows count nowhere: the figures are those of the listed stages' rows
+    counts = {series["stage"]["id"]: series["summary"]["n"] for series in every["series"]}
+    assert counts == {sid: dataset.series[sid].rows(0, 60)[0].size for sid in dataset.series}
+    assert every["series"][:2] == some["series"]
 
 
 def test_where_minutes_have_expired_the_hour_rows_answer(client, dataset):
@@ -488,3 +508,38 @@ def test_rendered_keys_are_the_ones_the_schema_documents(client, dataset):
     assert set(series["stage"]) == set(schema["SeriesStage"]["properties"])
     assert set(series["points"][0]) == set(schema["PercentilePoint"]["properties"])
     assert set(series["summary"]) == set(schema["PercentileSummary"]["properties"])
+
+
+def test_the_body_is_the_json_drf_would_write_line_separators_escaped(client, dataset):
+    # Given a stage whose name holds the two characters JavaScript strings may not
+    stage = dataset.stages[0]
+    stage.name = "pre\u2028process\u2029"
+    stage.save()
+    client.force_login(dataset.member)
+
+    # When its percentiles are asked for, as JSON and as indented JSON
+    params = {"stages": str(stage.pk), "start": iso(T0), "end": iso(T0 + dt.timedelta(hours=1))}
+    compact = client.get(url(dataset.pipeline.pk), params)
+    indented = client.get(
+        url(dataset.pipeline.pk), params, HTTP_ACCEPT="application/json; indent=2"
+    )
+
+    # Then the name comes back escaped, and the indented body is DRF's own
+    body = compact.json()
+    assert compact["Content-Type"] == "application/json"
+    assert body["series"][0]["stage"]["name"] == "pre\u2028process\u2029"
+    assert b'"pre\\u2028process\\u2029"' in compact.content
+    assert indented.content == JSONRenderer().render(body, "application/json; indent=2")
+
+
+def test_orjson_renderer_writes_the_bytes_of_drf_json_renderer():
+    data = {
+        "name": "fraud-scorer (prod) \u2028 caf\u00e9",
+        "n": 1234,
+        "figures": [0.5, 12.125, None, 1e300, 0.1, 3.0],
+        "nested": [{"t": "2026-03-02T09:00:00Z", "p99.9": 41.98}],
+        "empty": {},
+    }
+
+    assert OrjsonRenderer().render(data) == JSONRenderer().render(data)
+    assert OrjsonRenderer().render(None) == b""
