@@ -28,7 +28,7 @@ import numpy as np
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ingest import decoding, synthetic
+from ingest import decoding, otlp_json, synthetic
 from ingest.writer import DatabaseUnavailable, SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.demo import profiles
@@ -103,7 +103,7 @@ def replay_files(
             report = ReplayReport(files=1)
             try:
                 for where, fmt, body in _requests(path):
-                    decode = decoding.decode_json if fmt == "json" else decoding.decode_protobuf
+                    decode = otlp_json.decode_json if fmt == "json" else decoding.decode_protobuf
                     try:
                         decoded = decode(body, now_ns=now_ns, limits=limits)
                         _store(writer, team, decoded, f"replay/{fmt}", now, report)

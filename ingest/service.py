@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import psycopg
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ingest import bodies, decoding, responses
+from ingest import bodies, decoding, otlp_json, responses
 from ingest import metrics as m
 from ingest.auth import TokenDirectory, TokenGrant, token_from_headers
 from ingest.ratelimit import SpanRateLimiter
@@ -178,7 +178,7 @@ class IngestService:
             if fmt == "protobuf":
                 decoded = decoding.decode_protobuf(raw, now_ns=now_ns, limits=self._limits())
             else:
-                decoded = decoding.decode_json(raw, now_ns=now_ns, limits=self._limits())
+                decoded = otlp_json.decode_json(raw, now_ns=now_ns, limits=self._limits())
         except decoding.DecodeError as exc:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         return self._store(grant, decoded, f"http/{fmt}")

@@ -1,4 +1,4 @@
-"""Tests for ingest.decoding: OTLP protobuf and JSON trace decoding."""
+"""Tests for ingest.decoding and ingest.otlp_json: OTLP protobuf and JSON trace decoding."""
 
 import base64
 import json
@@ -25,10 +25,10 @@ from ingest.decoding import (
     DecodedSpan,
     DecodeError,
     Limits,
-    decode_json,
     decode_protobuf,
     decode_request,
 )
+from ingest.otlp_json import decode_json
 
 DATA = Path(__file__).parent / "data"
 NOW = 1_700_000_000 * 10**9
