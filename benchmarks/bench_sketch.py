@@ -1,4 +1,5 @@
-"""Throughput of latencyboard.sketch on synthetic latencies; run: python benchmarks/bench_sketch.py.
+"""Throughput of latencyboard.sketch and sketch_batch on synthetic latencies; run:
+python benchmarks/bench_sketch.py.
 
 Prints the best of several runs for each operation, as values/s or items/s plus wall time.
 """
@@ -10,7 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from latencyboard.sketch import Sketch, SketchBatch, merge_many, sketches_by_group
+from latencyboard.sketch import Sketch, merge_many, sketches_by_group
+from latencyboard.sketch_batch import SketchBatch
 
 REPEATS = 7
 MINUTES_PER_WEEK = 7 * 24 * 60

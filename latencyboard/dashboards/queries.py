@@ -18,12 +18,12 @@ import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import DateTimeField, F, Func, OuterRef, Subquery, Sum, Value
 
-from latencyboard import sketch
 from latencyboard.dashboards import deployments, ranking
 from latencyboard.dashboards.models import VersionSegment
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import windows
 from latencyboard.rollups.models import Resolution, Rollup, StageShare
+from latencyboard.sketch_batch import group_summaries
 from latencyboard.sla import attainment as sla_maths
 from latencyboard.sla.models import Objective
 from latencyboard.sla.queries import objectives_of, window_budget
@@ -133,7 +133,7 @@ def overview(user: User | AnonymousUser, now: dt.datetime) -> Overview:
         ).values_list("pipeline_id", "error_count", "sketch")
     )
     groups = np.fromiter((position[row[0]] for row in rows), np.int64, len(rows))
-    summaries = sketch.group_summaries([row[2] for row in rows], groups, len(pipelines), levels)
+    summaries = group_summaries([row[2] for row in rows], groups, len(pipelines), levels)
     errors = np.zeros(len(pipelines), dtype=np.int64)
     np.add.at(errors, groups, np.fromiter((row[1] for row in rows), np.int64, len(rows)))
 

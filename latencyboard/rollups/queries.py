@@ -15,7 +15,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 
-from latencyboard import sketch
+from latencyboard import sketch_batch, sketch_buckets
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import windows
 from latencyboard.rollups.models import Rollup, StageShare
@@ -164,7 +164,7 @@ def percentile_series(
         step_seconds=plan.step_seconds,
         quantiles=levels,
         method="sketch",
-        relative_error=sketch.RELATIVE_ERROR,
+        relative_error=sketch_buckets.RELATIVE_ERROR,
         stages=series_stages,
         points=_figures(
             per_bucket.count[:-1].reshape(by_series),
@@ -310,7 +310,7 @@ class _WindowRows(NamedTuple):
     stage_ids: npt.NDArray[np.int64]  # -1 for end to end
     epochs: npt.NDArray[np.int64]  # bucket start, Unix seconds
     error_counts: npt.NDArray[np.int64]
-    sketches: sketch.SketchBatch
+    sketches: sketch_batch.SketchBatch
 
 
 # The rows come back as two values (as the rollup worker reads spans, see
@@ -369,7 +369,7 @@ def _rollup_rows(
         rows["stage_id"].astype(np.int64),
         rows["start_us"] // 1_000_000 + _PG_EPOCH_S,
         rows["error_count"].astype(np.int64),
-        sketch.SketchBatch.from_buffer(sketches or b"", rows["sketch_bytes"]),
+        sketch_batch.SketchBatch.from_buffer(sketches or b"", rows["sketch_bytes"]),
     )
 
 

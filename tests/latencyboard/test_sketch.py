@@ -1,4 +1,5 @@
-"""Tests for latencyboard.sketch: accuracy against numpy, merging, serialization, grouping."""
+"""Tests for latencyboard.sketch and its sketch_* siblings: accuracy against numpy, merging,
+serialization, grouping."""
 
 from __future__ import annotations
 
@@ -15,20 +16,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from latencyboard import sketch as sketch_module
-from latencyboard.sketch import (
-    FORMAT_VERSION,
-    GAMMA,
-    MIN_VALUE,
-    RELATIVE_ERROR,
-    GroupSummaries,
-    QuantileMethod,
-    Sketch,
-    SketchBatch,
-    group_summaries,
-    merge_many,
-    sketches_by_group,
-)
+from latencyboard import sketch_batch
+from latencyboard.sketch import QuantileMethod, Sketch, merge_many, sketches_by_group
+from latencyboard.sketch_batch import GroupSummaries, SketchBatch, group_summaries
+from latencyboard.sketch_buckets import GAMMA, MIN_VALUE, RELATIVE_ERROR
+from latencyboard.sketch_format import FORMAT_VERSION
 
 DASHBOARD_QUANTILES = [0.5, 0.9, 0.95, 0.99, 0.999]
 # A value sitting exactly on a bucket boundary can land in the neighbouring bucket through
@@ -648,10 +640,10 @@ def merge_layout(layout: str) -> Iterator[None]:
     """Force group_summaries to merge buckets on a dense grid or by sorting them."""
     with pytest.MonkeyPatch.context() as patch:
         if layout == "sorted":
-            patch.setattr(sketch_module, "_DENSE_CELLS_PER_BUCKET", 0)
-            patch.setattr(sketch_module, "_DENSE_MIN_CELLS", 0)
+            patch.setattr(sketch_batch, "_DENSE_CELLS_PER_BUCKET", 0)
+            patch.setattr(sketch_batch, "_DENSE_MIN_CELLS", 0)
         else:
-            patch.setattr(sketch_module, "_DENSE_CELLS_PER_BUCKET", 2**40)
+            patch.setattr(sketch_batch, "_DENSE_CELLS_PER_BUCKET", 2**40)
         yield
 
 
