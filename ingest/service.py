@@ -71,13 +71,9 @@ class IngestService:
         self.tokens = TokenDirectory(writer.pool)
         self.rate_limiter = SpanRateLimiter()
         self.max_body_bytes = max_body_bytes
-        self.retention_days = retention_days
-        self.max_future_seconds = max_future_seconds
-
-    def _limits(self) -> decoding.Limits:
-        return decoding.Limits(
-            max_future_ns=self.max_future_seconds * 10**9,
-            max_age_ns=self.retention_days * 86_400 * 10**9,
+        self.limits = decoding.Limits(
+            max_future_ns=max_future_seconds * 10**9,
+            max_age_ns=retention_days * 86_400 * 10**9,
         )
 
     def _authenticate(self, token: str | None) -> TokenGrant | Outcome:
@@ -176,9 +172,9 @@ class IngestService:
         now_ns = time.time_ns()
         try:
             if fmt == "protobuf":
-                decoded = decoding.decode_protobuf(raw, now_ns=now_ns, limits=self._limits())
+                decoded = decoding.decode_protobuf(raw, now_ns=now_ns, limits=self.limits)
             else:
-                decoded = otlp_json.decode_json(raw, now_ns=now_ns, limits=self._limits())
+                decoded = otlp_json.decode_json(raw, now_ns=now_ns, limits=self.limits)
         except decoding.DecodeError as exc:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         return self._store(grant, decoded, f"http/{fmt}")
@@ -200,7 +196,7 @@ class IngestService:
         if isinstance(grant, Outcome):
             return grant
         try:
-            decoded = decoding.decode_request(request, now_ns=time.time_ns(), limits=self._limits())
+            decoded = decoding.decode_request(request, now_ns=time.time_ns(), limits=self.limits)
         except decoding.DecodeError as exc:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         return self._store(grant, decoded, "grpc")

@@ -14,7 +14,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -113,16 +113,21 @@ def _copy(
     return WriteResult(batch_id=batch_id, stored=stored, duplicates=len(rows) - stored)
 
 
+def create_partitions(conn: psycopg.Connection, days: Iterable[partitions.DayPartition]) -> None:
+    """Create the day partitions of ``days`` that are missing, oldest first."""
+    for partition in sorted(days, key=lambda p: p.day):
+        # Another ingest process or a backfill may create the same day at the same moment.
+        with contextlib.suppress(psycopg.errors.DuplicateTable):
+            conn.execute(partition.create_sql())
+
+
 def _create_partitions(conn: psycopg.Connection, spans: Sequence[DecodedSpan]) -> None:
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     days = {
         partitions.DayPartition.of(epoch + dt.timedelta(microseconds=span.start_ns // 1000))
         for span in spans
     }
-    for partition in sorted(days, key=lambda p: p.day):
-        # Another ingest process may create the same day at the same moment.
-        with contextlib.suppress(psycopg.errors.DuplicateTable):
-            conn.execute(partition.create_sql())
+    create_partitions(conn, days)
     logger.info("ingest.partitions_created", extra={"days": sorted(str(p.day) for p in days)})
 
 

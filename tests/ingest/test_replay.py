@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from ingest.backfill import ReplayError, ReplayReport, replay_files
+from ingest.replay import ReplayError, ReplayReport, replay_files
 from latencyboard.spans.models import IngestBatch, Span
 from latencyboard.teams.models import Team
 from tests.factories import make_team

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from ingest.backfill import ReplayError, ReplayReport, replay_files
+from ingest.replay import ReplayError, ReplayReport, replay_files
 from latencyboard.teams.models import Team
 
 
