@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.traces import queries
+from latencyboard.traces import exemplar_queries, queries, waterfall_queries
 from latencyboard.traces.serializers import (
     ExemplarQuerySerializer,
     ExemplarsSerializer,
@@ -77,7 +77,7 @@ class TraceExemplarsView(APIView):
         query = ExemplarQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         try:
-            result = queries.trace_exemplars(request.user, **query.validated_data)
+            result = exemplar_queries.trace_exemplars(request.user, **query.validated_data)
         except (Pipeline.DoesNotExist, Stage.DoesNotExist):
             raise NotFound from None
         except queries.InvalidTraceQuery as exc:
@@ -105,7 +105,7 @@ class TraceWaterfallView(APIView):
     )
     def get(self, request: Request, trace_id: uuid.UUID) -> Response:
         try:
-            result = queries.trace_waterfall(request.user, trace_id)
-        except queries.TraceNotFound:
+            result = waterfall_queries.trace_waterfall(request.user, trace_id)
+        except waterfall_queries.TraceNotFound:
             raise NotFound from None
         return Response(trace_waterfall_data(result))

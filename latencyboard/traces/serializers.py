@@ -9,19 +9,18 @@ from typing import Any, Final
 from rest_framework import serializers
 
 from latencyboard.traces import ids
+from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT, Exemplars
 from latencyboard.traces.queries import (
     DEFAULT_LIMIT,
     DEFAULT_WINDOW,
-    EXEMPLAR_COUNT,
     MAX_LIMIT,
     MAX_WINDOW,
     MINUTE,
     AttributeFilter,
-    Exemplars,
     TraceSearch,
     TraceSummary,
-    TraceWaterfall,
 )
+from latencyboard.traces.waterfall_queries import TraceWaterfall
 
 END_TO_END_STAGE: Final = "e2e"
 DEFAULT_QUANTILE: Final = 0.99

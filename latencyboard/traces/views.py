@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.serializers import quantile_key
-from latencyboard.traces import queries
+from latencyboard.traces import exemplar_queries, queries, waterfall_queries
 from latencyboard.traces.serializers import (
     ExemplarQuerySerializer,
     TraceSearchQuerySerializer,
@@ -50,7 +50,7 @@ def trace_search(request: HttpRequest) -> HttpResponse:
     else:
         try:
             if exemplar_mode:
-                exemplars = queries.trace_exemplars(request.user, **query.validated_data)
+                exemplars = exemplar_queries.trace_exemplars(request.user, **query.validated_data)
                 context["exemplars"] = exemplars
                 context["percentile"] = quantile_key(exemplars.quantile)
                 context["period"] = _period(exemplars.width)
@@ -81,8 +81,8 @@ def _period(width: dt.timedelta) -> str:
 def trace_detail(request: HttpRequest, trace_id: uuid.UUID) -> HttpResponse:
     """The waterfall and flame view of one trace of the user's teams."""
     try:
-        result = queries.trace_waterfall(request.user, trace_id)
-    except queries.TraceNotFound:
+        result = waterfall_queries.trace_waterfall(request.user, trace_id)
+    except waterfall_queries.TraceNotFound:
         raise Http404("No such trace in your teams.") from None
     data = trace_waterfall_data(result)
     return render(

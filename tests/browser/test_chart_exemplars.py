@@ -18,7 +18,7 @@ from latencyboard.demo.profiles import MODEL_FORWARD
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.services import fold_pending_batches
 from latencyboard.traces import ids
-from latencyboard.traces.queries import EXEMPLAR_COUNT
+from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT
 from tests.browser.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
 from tests.browser.test_dashboards import SCALE, open_pipeline
 from tests.factories import make_team, make_user

@@ -17,7 +17,7 @@ from django.db import connection
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.spans.partitions import DayPartition
 from latencyboard.teams.models import Team
-from latencyboard.traces import queries
+from latencyboard.traces import exemplar_queries, queries, waterfall_queries
 from latencyboard.traces.queries import AttributeFilter, TraceFilters
 from latencyboard.traces.serializers import (
     ExemplarsSerializer,
@@ -475,7 +475,7 @@ def busy_minute(scene) -> list[float]:
 
 
 def test_exemplars_are_nearest_the_exact_quantile_of_the_minute(scene, busy_minute):
-    result = queries.trace_exemplars(
+    result = exemplar_queries.trace_exemplars(
         scene.member, scene.fraud.pk, None, MINUTE + dt.timedelta(seconds=42), 0.99
     )
 
@@ -491,7 +491,7 @@ def test_exemplars_are_nearest_the_exact_quantile_of_the_minute(scene, busy_minu
 
 
 def test_exemplars_of_a_stage(scene, busy_minute):
-    result = queries.trace_exemplars(
+    result = exemplar_queries.trace_exemplars(
         scene.member, scene.fraud.pk, scene.forward.pk, MINUTE, 0.5, count=3
     )
 
@@ -505,17 +505,19 @@ def test_exemplars_of_a_stage(scene, busy_minute):
 
 
 def test_exemplars_of_an_empty_minute(scene):
-    result = queries.trace_exemplars(scene.member, scene.fraud.pk, None, T0 + 20 * HOUR, 0.99)
+    result = exemplar_queries.trace_exemplars(
+        scene.member, scene.fraud.pk, None, T0 + 20 * HOUR, 0.99
+    )
 
     assert (result.n, result.quantile_ns, result.traces) == (0, None, ())
 
 
 def test_exemplars_of_a_chart_bucket_span_its_whole_step(scene, busy_minute):
     # when asked for the two minutes from MINUTE, as a chart with 2-minute steps would
-    wide = queries.trace_exemplars(
+    wide = exemplar_queries.trace_exemplars(
         scene.member, scene.fraud.pk, None, MINUTE, 0.995, width=2 * queries.MINUTE
     )
-    alone = queries.trace_exemplars(scene.member, scene.fraud.pk, None, MINUTE, 0.995)
+    alone = exemplar_queries.trace_exemplars(scene.member, scene.fraud.pk, None, MINUTE, 0.995)
 
     # then the next minute's 100.4 ms request counts, and is the order statistic itself
     assert (wide.n, wide.quantile_ms, wide.minute_end) == (102, 100.4, MINUTE + 2 * queries.MINUTE)
@@ -534,7 +536,9 @@ def test_exemplars_of_a_chart_bucket_span_its_whole_step(scene, busy_minute):
 )
 def test_exemplars_refuse_a_width_they_cannot_read(scene, width):
     with pytest.raises(ValueError, match="width"):
-        queries.trace_exemplars(scene.member, scene.fraud.pk, None, MINUTE, 0.99, width=width)
+        exemplar_queries.trace_exemplars(
+            scene.member, scene.fraud.pk, None, MINUTE, 0.99, width=width
+        )
 
 
 def test_exemplars_api_takes_a_charts_step(client, scene, busy_minute):
@@ -621,7 +625,7 @@ def test_outsiders_get_no_exemplars_of_ours(client, scene, busy_minute):
 
 
 def test_waterfall_nests_spans_with_self_time_and_critical_path(scene):
-    result = queries.trace_waterfall(scene.member, trace_id(1))
+    result = waterfall_queries.trace_waterfall(scene.member, trace_id(1))
 
     rows = [(result.spans[row.index], row) for row in result.waterfall.rows]
     assert [
@@ -688,8 +692,8 @@ def test_waterfall_accepts_upper_case_hex(client, scene):
 
 
 def test_outsiders_cannot_open_our_trace(client, scene):
-    with pytest.raises(queries.TraceNotFound):
-        queries.trace_waterfall(scene.outsider, trace_id(1))
+    with pytest.raises(waterfall_queries.TraceNotFound):
+        waterfall_queries.trace_waterfall(scene.outsider, trace_id(1))
     client.force_login(scene.outsider)
 
     assert client.get(f"/api/traces/{hex_of(1)}/").status_code == 404

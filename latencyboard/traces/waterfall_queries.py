@@ -1,0 +1,136 @@
+"""One trace's waterfall, read for the user's teams.
+
+A trace of teams the user is not in does not exist here: asking for it raises
+:class:`TraceNotFound`, exactly as for a trace id that exists nowhere. A trace is read through
+the primary key ``(team_id, trace_id, …)``, one index probe per day partition; the nesting, self
+times and critical path are the pure ``latencyboard.traces.waterfall``'s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.db import connection
+
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.teams.queries import teams_of
+from latencyboard.traces import waterfall
+
+MAX_TRACE_SPANS: Final = 10_000
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+class TraceNotFound(LookupError):
+    """No span of this trace is stored for any of the user's teams."""
+
+
+@dataclass(frozen=True)
+class TraceSpan:
+    """One stored span of a trace."""
+
+    span_id: int
+    parent_span_id: int | None
+    name: str
+    stage_name: str
+    pipeline_id: int
+    pipeline_name: str
+    kind: int
+    status_code: int
+    status_message: str
+    start_time: dt.datetime
+    duration_ns: int
+    is_root: bool
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TraceWaterfall:
+    """Answer to :func:`trace_waterfall`: the spans in start order and their waterfall
+    (whose rows index ``spans``). ``truncated``: the trace has more than
+    :data:`MAX_TRACE_SPANS` spans and only the earliest-starting ones are here."""
+
+    trace_id: uuid.UUID
+    spans: tuple[TraceSpan, ...]
+    waterfall: waterfall.Waterfall
+    truncated: bool
+
+    @property
+    def start_time(self) -> dt.datetime:
+        return self.spans[0].start_time
+
+
+def trace_waterfall(user: User | AnonymousUser, trace_id: uuid.UUID) -> TraceWaterfall:
+    """Every span of the trace stored for the user's teams, and its waterfall.
+
+    Raises :class:`TraceNotFound` when there is none (whether the trace belongs to another
+    team or to nobody).
+    """
+    team_ids = list(teams_of(user).values_list("pk", flat=True))
+    sql = """
+        SELECT s.span_id, s.parent_span_id, s.name, st.name, s.pipeline_id, s.kind,
+               s.status_code, s.status_message, s.start_time, s.duration_ns, s.is_root,
+               s.attributes
+        FROM spans_span s JOIN pipelines_stage st ON st.id = s.stage_id
+        WHERE s.team_id = ANY(%(teams)s) AND s.trace_id = %(trace)s
+        ORDER BY s.start_time, s.span_id
+        LIMIT %(limit)s
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"teams": team_ids, "trace": trace_id, "limit": MAX_TRACE_SPANS + 1})
+        rows = cursor.fetchall()
+    if not rows:
+        raise TraceNotFound(trace_id)
+    pipelines = Pipeline.objects.in_bulk({row[4] for row in rows})
+    spans = tuple(
+        TraceSpan(
+            span_id=span_id,
+            parent_span_id=parent,
+            name=name,
+            stage_name=stage_name,
+            pipeline_id=pipeline_id,
+            pipeline_name=str(pipelines[pipeline_id]),
+            kind=kind,
+            status_code=status_code,
+            status_message=status_message,
+            start_time=start_time,
+            duration_ns=duration_ns,
+            is_root=is_root,
+            # Django has psycopg load jsonb as text (JSONField decodes it itself).
+            attributes=json.loads(attributes),
+        )
+        for (
+            span_id,
+            parent,
+            name,
+            stage_name,
+            pipeline_id,
+            kind,
+            status_code,
+            status_message,
+            start_time,
+            duration_ns,
+            is_root,
+            attributes,
+        ) in rows[:MAX_TRACE_SPANS]
+    )
+    timings = [
+        waterfall.SpanTiming(
+            span.span_id, span.parent_span_id, _unix_ns(span.start_time), span.duration_ns
+        )
+        for span in spans
+    ]
+    return TraceWaterfall(
+        trace_id=trace_id,
+        spans=spans,
+        waterfall=waterfall.build(timings),
+        truncated=len(rows) > MAX_TRACE_SPANS,
+    )
+
+
+def _unix_ns(moment: dt.datetime) -> int:
+    return (moment - _EPOCH) // dt.timedelta(microseconds=1) * 1000
