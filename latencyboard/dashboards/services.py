@@ -16,14 +16,14 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from latencyboard.dashboards import deployments
 from latencyboard.dashboards.models import VersionSegment, VersionWatermark
+from latencyboard.db import psycopg_cursor
 from latencyboard.pipelines.models import Pipeline
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def _step(pipeline_id: int, team_id: int, *, ready: dt.datetime, oldest: dt.date
         )
         if scanned_until is None or scanned_until >= ready:
             return _IDLE
-        cursor = _cursor()
+        cursor = psycopg_cursor(server_side_binding=False)
         window = {"pipeline": pipeline_id, "start": scanned_until, "end": ready}
         first = cursor.execute(_FIRST_SPAN, window).fetchone()
         end = ready if first is None else min(_floor_minute(first[0]) + STEP, ready)
@@ -174,13 +174,6 @@ def _save(pipeline_id: int, team_id: int, segments: list[deployments.Segment]) -
     VersionSegment.objects.bulk_update(
         [row for row in rows if row.pk is not None], ["first_seen", "last_seen", "spans"]
     )
-
-
-def _cursor() -> psycopg.Cursor[Any]:
-    """A psycopg cursor in Django's current transaction (array parameters, plain tuples)."""
-    connection.ensure_connection()
-    cursor: psycopg.Cursor[Any] = connection.connection.cursor()
-    return cursor
 
 
 def _floor_minute(moment: dt.datetime) -> dt.datetime:

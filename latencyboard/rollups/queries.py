@@ -16,6 +16,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 
 from latencyboard import sketch_batch, sketch_buckets
+from latencyboard.db import psycopg_cursor
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import windows
 from latencyboard.rollups.models import Rollup, StageShare
@@ -382,9 +383,8 @@ def _fetch_binary_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...]:
     resulting statement runs on a binary psycopg cursor wrapped like any Django cursor
     (database errors, query logging with the full statement).
     """
-    connection.ensure_connection()
+    raw = psycopg_cursor()
     statement = psycopg.ClientCursor(connection.connection).mogrify(sql, params)
-    raw = psycopg.Cursor(connection.connection)
     raw.format = psycopg.pq.Format.BINARY  # what connection.cursor(binary=True) does
     wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
     with wrap(raw) as cursor:  # type: ignore[arg-type]  # the stubs want a wrapper here

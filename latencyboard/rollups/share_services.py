@@ -26,11 +26,13 @@ from typing import Any, Final
 
 import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
+from latencyboard.db import psycopg_cursor
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import shares
 from latencyboard.rollups.models import Resolution, StageShare, StageShareWatermark
+from latencyboard.rollups.windows import ceil_to, floor_to
 
 logger = logging.getLogger(__name__)
 
@@ -141,8 +143,8 @@ def compute_stage_shares(
     the oldest raw spans kept (``RETENTION_DAYS``), its minutes without requests skipped.
     """
     started = time.monotonic()
-    ready = _floor(now - dt.timedelta(seconds=settings.STAGE_SHARE_GRACE_SECONDS), MINUTE)
-    oldest = _floor(now - dt.timedelta(days=settings.RETENTION_DAYS), MINUTE)
+    ready = floor_to(now - dt.timedelta(seconds=settings.STAGE_SHARE_GRACE_SECONDS), MINUTE)
+    oldest = floor_to(now - dt.timedelta(days=settings.RETENTION_DAYS), MINUTE)
     pending = deque(Pipeline.objects.order_by("pk").values_list("pk", "team_id"))
     minutes = requests = spans = 0
     while pending and time.monotonic() - started < seconds:
@@ -189,14 +191,14 @@ def _step(
         )
         if done_until is None or done_until >= ready:
             return _IDLE
-        cursor = _cursor()
+        cursor = psycopg_cursor(server_side_binding=False)
         first_root = cursor.execute(
             _FIRST_ROOT, {"pipeline": pipeline_id, "start": done_until, "end": ready}
         ).fetchone()
         if first_root is None:
             end, span_count, rows = ready, 0, []
         else:
-            start = _floor(first_root[0], MINUTE)
+            start = floor_to(first_root[0], MINUTE)
             end = min(start + minutes * MINUTE, ready)
             spans = _read_trace_spans(cursor, team_id, pipeline_id, start, end)
             # The traces may hold other roots of the pipeline, of minutes outside the step.
@@ -285,8 +287,8 @@ def _sum_finer(
         "fine": level.fine,
         "coarse": level.coarse,
         "width": level.width,
-        "start": _floor(start, level.width),
-        "end": _ceil(end, level.width),
+        "start": floor_to(start, level.width),
+        "end": ceil_to(end, level.width),
     }
     cursor.execute(_DELETE_RANGE, {**params, "resolution": level.coarse})
     cursor.execute(_SUM_FINER, params)
@@ -297,33 +299,15 @@ def _apply_retention(now: dt.datetime) -> None:
     kept = (
         (
             Resolution.MINUTE,
-            _floor(now - dt.timedelta(days=settings.ROLLUP_MINUTE_DAYS), HOUR),
+            floor_to(now - dt.timedelta(days=settings.ROLLUP_MINUTE_DAYS), HOUR),
             HOUR,
         ),
-        (Resolution.HOUR, _floor(now - dt.timedelta(days=settings.ROLLUP_HOUR_DAYS), DAY), DAY),
-        (Resolution.DAY, _floor(now - dt.timedelta(days=settings.ROLLUP_DAY_DAYS), DAY), DAY),
+        (Resolution.HOUR, floor_to(now - dt.timedelta(days=settings.ROLLUP_HOUR_DAYS), DAY), DAY),
+        (Resolution.DAY, floor_to(now - dt.timedelta(days=settings.ROLLUP_DAY_DAYS), DAY), DAY),
     )
     with transaction.atomic():
-        cursor = _cursor()
+        cursor = psycopg_cursor(server_side_binding=False)
         for resolution, before, coarser in kept:
             cursor.execute(
                 _RETENTION, {"resolution": resolution, "before": before, "coarser": coarser}
             )
-
-
-def _cursor() -> psycopg.Cursor[Any]:
-    """A psycopg cursor in Django's current transaction: binary COPY and array parameters."""
-    connection.ensure_connection()
-    cursor: psycopg.Cursor[Any] = connection.connection.cursor()
-    return cursor
-
-
-def _floor(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
-    seconds = int(step.total_seconds())
-    epoch = int(moment.timestamp())
-    return dt.datetime.fromtimestamp(epoch - epoch % seconds, dt.UTC)
-
-
-def _ceil(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
-    floor = _floor(moment, step)
-    return floor if floor == moment else floor + step

@@ -3,7 +3,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from latencyboard.rollups import services, share_services
+from latencyboard.rollups import compaction, services, share_services
 
 # Under the 5 s beat interval, so one worker's folds rarely overlap the next beat's.
 FOLD_SECONDS = 4.0
@@ -19,7 +19,7 @@ def fold() -> None:
 
 @shared_task(name="rollups.compact", ignore_result=True)
 def compact() -> None:
-    services.compact_rollups(timezone.now())
+    compaction.compact_rollups(timezone.now())
 
 
 @shared_task(name="rollups.stage_shares", ignore_result=True)

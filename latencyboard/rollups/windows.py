@@ -103,6 +103,17 @@ def check_step(step_seconds: int) -> None:
         )
 
 
+def floor_to(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
+    """The start of the bucket of the epoch-anchored ``step`` grid holding aware ``moment``."""
+    return _EPOCH + (moment - _EPOCH) // step * step
+
+
+def ceil_to(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
+    """``moment`` if it starts a bucket of the ``step`` grid, else the start of the next one."""
+    floored = floor_to(moment, step)
+    return floored if floored == moment else floored + step
+
+
 def check_window(start: dt.datetime, end: dt.datetime) -> None:
     """Raise ValueError unless ``start < end`` and the window is at most ``MAX_WINDOW``."""
     if start >= end:
@@ -115,7 +126,8 @@ def align(
     start: dt.datetime, end: dt.datetime, step_seconds: int
 ) -> tuple[dt.datetime, dt.datetime]:
     """Widen ``[start, end)`` to whole buckets of the epoch-anchored step grid."""
-    return _floor(start, step_seconds), _ceil(end, step_seconds)
+    step = dt.timedelta(seconds=step_seconds)
+    return floor_to(start, step), ceil_to(end, step)
 
 
 def point_count(start: dt.datetime, end: dt.datetime, step_seconds: int, series: int) -> int:
@@ -207,19 +219,11 @@ def _lacks_older_rows(
             continue
         # Compare at the coarser grain of the two: a pipeline's first spans at 10:37 give a
         # minute row at 10:37 and an hour row at 10:00, and nothing is missing.
-        grain = max(RESOLUTION_SECONDS[resolution], RESOLUTION_SECONDS[other_resolution])
-        other_start = _floor(other.first, grain)
-        own_start = end if own is None else min(_floor(own.first, grain), end)
+        grain = dt.timedelta(
+            seconds=max(RESOLUTION_SECONDS[resolution], RESOLUTION_SECONDS[other_resolution])
+        )
+        other_start = floor_to(other.first, grain)
+        own_start = end if own is None else min(floor_to(own.first, grain), end)
         if max(other_start, start) < own_start:
             return True
     return False
-
-
-def _floor(moment: dt.datetime, seconds: int) -> dt.datetime:
-    elapsed = (moment - _EPOCH) // dt.timedelta(seconds=1)
-    return _EPOCH + dt.timedelta(seconds=elapsed - elapsed % seconds)
-
-
-def _ceil(moment: dt.datetime, seconds: int) -> dt.datetime:
-    floored = _floor(moment, seconds)
-    return floored if floored == moment else floored + dt.timedelta(seconds=seconds)

@@ -23,7 +23,7 @@ from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.live.groups import team_group
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups import folding, services
+from latencyboard.rollups import compaction, folding, rebuild, services
 from latencyboard.rollups.models import Rollup
 from latencyboard.sketch import Sketch, merge_many
 from latencyboard.sla.models import Objective, SlaMinute
@@ -498,7 +498,7 @@ def two_hours(rng, writer) -> Team:
 @db
 def test_compaction_merges_minutes_into_hours_and_hours_into_days(two_hours):
     # when the day is over
-    result = services.compact_rollups(DAY + dt.timedelta(days=1, minutes=30))
+    result = compaction.compact_rollups(DAY + dt.timedelta(days=1, minutes=30))
 
     # then each hour and the day hold exactly their raw spans, as merges of the finer rows
     assert_rollups_match_spans(two_hours, "hour")
@@ -511,12 +511,12 @@ def test_compaction_merges_minutes_into_hours_and_hours_into_days(two_hours):
 @db
 def test_compaction_rerun_changes_nothing(two_hours):
     now = DAY + dt.timedelta(days=1, minutes=30)
-    services.compact_rollups(now)
+    compaction.compact_rollups(now)
     before = {key: bytes(row.sketch) for key, row in rollups(two_hours, "hour").items()}
 
-    again = services.compact_rollups(now)
+    again = compaction.compact_rollups(now)
 
-    assert again == services.CompactionResult(hours=0, days=0, from_spans=0, deleted=0)
+    assert again == compaction.CompactionResult(hours=0, days=0, from_spans=0, deleted=0)
     assert {key: bytes(row.sketch) for key, row in rollups(two_hours, "hour").items()} == before
     assert_rollups_match_spans(two_hours, "hour")
     assert_rollups_match_spans(two_hours, "day")
@@ -524,7 +524,7 @@ def test_compaction_rerun_changes_nothing(two_hours):
 
 @db
 def test_compaction_waits_for_the_hour_to_end_plus_grace(two_hours):
-    services.compact_rollups(T0 + 2 * HOUR + services.GRACE - dt.timedelta(seconds=1))
+    compaction.compact_rollups(T0 + 2 * HOUR + compaction.GRACE - dt.timedelta(seconds=1))
 
     hours = {start for _, _, start in rollups(two_hours, "hour")}
     assert hours == {T0}
@@ -534,12 +534,12 @@ def test_compaction_waits_for_the_hour_to_end_plus_grace(two_hours):
 @db
 def test_late_minutes_reach_their_compacted_hour_and_day(rng, writer, two_hours):
     # given hours and the day compacted already
-    services.compact_rollups(DAY + dt.timedelta(days=1, minutes=30))
+    compaction.compact_rollups(DAY + dt.timedelta(days=1, minutes=30))
 
     # when late spans of 10:xx are folded, then compaction runs again
     store(writer, two_hours, requests(rng, 50, T0, 600))
     fold_all(DAY + dt.timedelta(days=1, hours=1))
-    result = services.compact_rollups(DAY + dt.timedelta(days=1, hours=1))
+    result = compaction.compact_rollups(DAY + dt.timedelta(days=1, hours=1))
 
     # then only the hour they changed, and its day, are recomputed, and both are exact again
     assert (result.hours, result.days, result.from_spans) == (5, 5, 0)
@@ -551,14 +551,14 @@ def test_late_minutes_reach_their_compacted_hour_and_day(rng, writer, two_hours)
 def test_spans_later_than_minute_retention_reach_their_hour(rng, writer, two_hours, settings):
     # given yesterday's minutes compacted and then deleted by retention
     settings.ROLLUP_MINUTE_DAYS = 1
-    services.compact_rollups(DAY + dt.timedelta(days=1, minutes=30))
-    services.compact_rollups(DAY + dt.timedelta(days=2))
+    compaction.compact_rollups(DAY + dt.timedelta(days=1, minutes=30))
+    compaction.compact_rollups(DAY + dt.timedelta(days=2))
     assert rollups(two_hours, "minute") == {}
 
     # when spans of 10:xx arrive later still, are folded, and compaction runs
     store(writer, two_hours, requests(rng, 30, T0, 600))
     fold_all(DAY + dt.timedelta(days=2, hours=1))
-    result = services.compact_rollups(DAY + dt.timedelta(days=2, hours=1))
+    result = compaction.compact_rollups(DAY + dt.timedelta(days=2, hours=1))
 
     # then their hour is recomputed from the raw spans, the day from the hours, stray minutes
     # expire, and every row is exact
@@ -581,7 +581,7 @@ def test_retention_deletes_each_resolution_after_its_days(two_hours, settings):
         (dt.timedelta(days=10), set()),
     ]
     for after, resolutions in expected_rows:
-        services.compact_rollups(DAY + after)
+        compaction.compact_rollups(DAY + after)
         kept = set(Rollup.objects.filter(team=two_hours).values_list("resolution", flat=True))
         assert kept == resolutions, after
 
@@ -599,7 +599,7 @@ def test_rebuild_replaces_corrupted_rows_with_counts_from_raw_spans(rng, writer,
     store(writer, two_hours, requests(rng, 50, T0, 7200))
     fold_all(T0 + 3 * HOUR)
     now = DAY + dt.timedelta(days=1, minutes=30)
-    services.compact_rollups(now)
+    compaction.compact_rollups(now)
     Rollup.objects.filter(team=two_hours, resolution="minute").filter(
         pk__in=Rollup.objects.filter(team=two_hours, resolution="minute").values("pk")[:3]
     ).update(count=0, error_count=0, sketch=Sketch().to_bytes())
@@ -607,7 +607,7 @@ def test_rebuild_replaces_corrupted_rows_with_counts_from_raw_spans(rng, writer,
     SlaMinute.objects.filter(objective=objective).update(good=0, total=0)
 
     # when the range is rebuilt
-    result = services.rebuild_rollups(two_hours, T0, T0 + 2 * HOUR, now=now)
+    result = rebuild.rebuild_rollups(two_hours, T0, T0 + 2 * HOUR, now=now)
 
     # then every resolution and the SLA counters match the raw spans again
     assert (result.start, result.end, result.spans) == (T0, T0 + 2 * HOUR, 1800)
@@ -624,7 +624,7 @@ def test_rebuild_leaves_pending_batches_to_the_fold(rng, writer, two_hours):
     now = DAY + dt.timedelta(days=1, minutes=30)
 
     # when the range is rebuilt, then the batch folded
-    services.rebuild_rollups(two_hours, T0, T0 + 2 * HOUR, now=now)
+    rebuild.rebuild_rollups(two_hours, T0, T0 + 2 * HOUR, now=now)
     fold_all(now)
 
     # then its spans count once
@@ -637,7 +637,7 @@ def test_rebuild_refuses_a_range_whose_spans_expired(settings):
     team = make_team()
 
     with pytest.raises(ValueError, match="RETENTION_DAYS"):
-        services.rebuild_rollups(team, T0 - dt.timedelta(days=1), T0, now=T0 + HOUR)
+        rebuild.rebuild_rollups(team, T0 - dt.timedelta(days=1), T0, now=T0 + HOUR)
 
 
 @db

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from latencyboard.rollups.services import rebuild_rollups
+from latencyboard.rollups.rebuild import rebuild_rollups
 from latencyboard.teams.models import Team
 
 

@@ -1,0 +1,134 @@
+"""Writes of rollups: rebuilding a team's rollups and SLA counters over a range from raw spans.
+
+A rebuild takes ``sla.counting.ADVISORY_LOCK_KEY`` exclusively, so it sees no fold half done
+(see :mod:`latencyboard.rollups.services`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from latencyboard.db import psycopg_cursor
+from latencyboard.rollups import folding
+from latencyboard.rollups.compaction import DAY, DAYS, GRACE, HOUR, HOURS, compact_level
+from latencyboard.rollups.rows import (
+    FOLDED_SPANS,
+    REPLACE,
+    add_sla_minutes,
+    of_existing_stages,
+    read_spans,
+    steps,
+    write_rows,
+)
+from latencyboard.rollups.windows import ceil_to, floor_to
+from latencyboard.sla.counting import ADVISORY_LOCK_KEY
+from latencyboard.teams.models import Team
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildResult:
+    """What a rebuild recomputed: spans read, rows written per resolution."""
+
+    start: dt.datetime  # the range, widened to whole hours
+    end: dt.datetime
+    spans: int
+    minutes: int
+    hours: int
+    days: int
+    sla_minutes: int
+
+
+def rebuild_rollups(
+    team: Team, start: dt.datetime, end: dt.datetime, *, now: dt.datetime
+) -> RebuildResult:
+    """Recompute ``team``'s rollups and SLA counters over ``[start, end)`` from raw spans.
+
+    The range is widened to whole hours. Minute rows and SLA minutes of the range are
+    replaced, then the range's complete hours and days are recomputed from them. Spans of
+    batches not rolled up yet are left to the folds that will claim them. Runs in one
+    transaction that folds wait for. Raises ValueError for an empty range or one reaching
+    back past ``RETENTION_DAYS``, whose raw spans are gone.
+    """
+    start, end = floor_to(start, HOUR), ceil_to(end, HOUR)
+    kept_from = now - dt.timedelta(days=settings.RETENTION_DAYS)
+    if start >= end:
+        raise ValueError("The range must end after it starts.")
+    if start < kept_from:
+        raise ValueError(
+            f"Raw spans before {kept_from.isoformat()} are gone (RETENTION_DAYS): "
+            f"cannot rebuild from {start.isoformat()}."
+        )
+    complete = floor_to(now - GRACE, HOUR)
+    days_start, days_end = floor_to(start, DAY), min(ceil_to(end, DAY), floor_to(complete, DAY))
+    pipelines = list(team.pipelines.values_list("pk", flat=True))
+    with transaction.atomic():
+        cursor = psycopg_cursor()
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+        teams = {pipeline_id: team.pk for pipeline_id in pipelines}
+        cursor.execute(
+            """
+            DELETE FROM rollups_rollup
+            WHERE pipeline_id = ANY(%(pipelines)b::int8[]) AND (
+                (resolution IN ('minute', 'hour')
+                 AND bucket_start >= %(start)s AND bucket_start < %(end)s)
+                OR (resolution = 'day'
+                    AND bucket_start >= %(days_start)s AND bucket_start < %(days_end)s))
+            """,
+            {
+                "pipelines": pipelines,
+                "start": start,
+                "end": end,
+                "days_start": days_start,
+                "days_end": days_end,
+            },
+        )
+        cursor.execute(
+            """
+            DELETE FROM sla_slaminute m USING sla_objective o
+            WHERE m.objective_id = o.id AND o.pipeline_id = ANY(%b::int8[])
+              AND m.minute >= %s AND m.minute < %s
+            """,
+            [pipelines, start, end],
+        )
+        spans = minutes = sla_minutes = 0
+        for hour in steps(start, end, HOUR):
+            columns, _ = of_existing_stages(
+                cursor,
+                read_spans(
+                    cursor,
+                    FOLDED_SPANS,
+                    {"pipelines": pipelines, "start": hour, "end": hour + HOUR},
+                ),
+            )
+            folds = folding.fold_minutes(columns)
+            write_rows(cursor, REPLACE, "minute", folds, teams)
+            sla_minutes += add_sla_minutes(cursor, columns)
+            spans, minutes = spans + len(columns), minutes + len(folds)
+        hours, _ = compact_level(
+            cursor, HOURS, start=start, end=min(end, complete), kept_from=start, scope=pipelines
+        )
+        days, _ = compact_level(
+            cursor, DAYS, start=days_start, end=days_end, kept_from=days_start, scope=pipelines
+        )
+    result = RebuildResult(start, end, spans, minutes, hours, days, sla_minutes)
+    logger.info(
+        "rollup.rebuilt",
+        extra={
+            "team": team.pk,
+            "start": start.isoformat(),
+            "end": end.isoformat(),
+            "spans": spans,
+            "minutes": minutes,
+            "hours": hours,
+            "days": days,
+            "sla_minutes": sla_minutes,
+        },
+    )
+    return result
