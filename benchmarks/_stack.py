@@ -7,13 +7,16 @@ any number of ``python -m ingest`` servers. ``BenchStack`` is a context manager 
 stops every child it started and removes the directory, also on error and Ctrl-C; the
 children additionally die with us (PR_SET_PDEATHSIG) should we be killed outright.
 
-Shared by ``bench_ingest.py`` and later end-to-end benchmarks (percentiles, rollups).
+Shared by the end-to-end benchmarks (ingest, rollup, percentiles, pages, query), with a Redis
+for those that fold (``running_redis``) and the ``config`` / JSON figures every one writes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import http.client
+import json
 import os
 import shutil
 import signal
@@ -21,18 +24,32 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as ``python benchmarks/x.py`` from anywhere
     sys.path.insert(0, str(ROOT))
 
-from latencyboard.local.embedded import EmbeddedPostgres, die_with_parent, free_port  # noqa: E402
+from latencyboard.local.embedded import (  # noqa: E402
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    die_with_parent,
+    free_port,
+)
 
 STOP_TIMEOUT = 15.0
 READY_TIMEOUT = 60.0
+# Settings as deployed (DEBUG off: no query log) for benchmarks that time Django itself.
+PRODUCTION_SETTINGS = {
+    "DEBUG": "false",
+    "SECRET_KEY": "benchmark-only-key-" + "x" * 40,
+    "ALLOWED_HOSTS": "localhost",
+    "SECURE_SSL_REDIRECT": "false",
+}
 
 _SETUP_SCRIPT = """
 from latencyboard.teams.models import Team
@@ -249,3 +266,32 @@ class BenchStack:
                 print(f"bench: kept {self.root}", file=sys.stderr)
             else:
                 shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_redis(stack: BenchStack) -> Iterator[str]:
+    """A throwaway Redis in the stack's directory for the ``with`` block; yields its URL."""
+    redis = EmbeddedRedis(stack.root / "redis", free_port())
+    try:
+        redis.start()
+        yield redis.url
+    finally:
+        redis.stop()
+
+
+def bench_config(**settings: Any) -> dict[str, Any]:
+    """The ``config`` figures of a run: its command line, ``settings``, the machine and time."""
+    script = Path(sys.argv[0]).name
+    return {
+        "command": f"python benchmarks/{script} {' '.join(sys.argv[1:])}".strip(),
+        **settings,
+        "cpus": os.cpu_count(),
+        "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def write_json(path: Path, figures: dict[str, Any]) -> None:
+    """Write the figures (creating the directory) and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"  figures written to {path}")

@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import html
-import json
 import os
 import re
 import subprocess
@@ -51,12 +50,20 @@ import sys
 import time
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _stack import ROOT, BenchStack, interrupt_on_sigterm  # puts the repo on sys.path
-
-from latencyboard.local.embedded import EmbeddedRedis, free_port
+from _demo_data import backfill_demo, demo_scale, pending_folds
+from _stack import (  # puts the repo on sys.path
+    PRODUCTION_SETTINGS,
+    ROOT,
+    BenchStack,
+    bench_config,
+    interrupt_on_sigterm,
+    running_redis,
+    write_json,
+)
 
 JSON_PATH = ROOT / "var" / "bench" / "pages.json"
 BUDGET_MS = 150.0
@@ -88,25 +95,6 @@ COMPARE_WINDOWS = (
 OBJECTIVES = {"fraud-scorer": 60.0, "recommender": 150.0, "clinical-alerts": 250.0}
 
 
-def load(stack: BenchStack, spans: int, days: int) -> float:
-    from ingest import synthetic
-    from latencyboard.demo.profiles import PIPELINES
-
-    scale = spans / synthetic.expected_spans(PIPELINES, days, 1.0)
-    started = time.perf_counter()
-    subprocess.run(
-        [
-            *(sys.executable, "manage.py", "backfill_demo", "--team", stack.team_name),
-            *("--days", str(days), "--scale", f"{scale:.6f}", "--seed", "1"),
-        ],
-        cwd=ROOT,
-        env=stack.env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - started
-
-
 def derive(team_id: int) -> dict[str, float]:
     """What the workers would have written by now, timed phase by phase."""
     from django.contrib.auth import get_user_model
@@ -115,7 +103,7 @@ def derive(team_id: int) -> dict[str, float]:
 
     from latencyboard.dashboards.services import scan_versions
     from latencyboard.pipelines.models import Pipeline
-    from latencyboard.rollups.services import compact_rollups, fold_pending_batches
+    from latencyboard.rollups.compaction import compact_rollups
     from latencyboard.rollups.share_services import compute_stage_shares
     from latencyboard.sla.services import create_objective
     from latencyboard.teams.models import Role, Team
@@ -125,7 +113,7 @@ def derive(team_id: int) -> dict[str, float]:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     started = time.perf_counter()
-    while fold_pending_batches(timezone.now()).batches:
+    for _ in pending_folds():
         pass
     compact_rollups(timezone.now())
     seconds["fold_and_compact"] = time.perf_counter() - started
@@ -378,71 +366,47 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
     args = parser.parse_args()
     interrupt_on_sigterm()
-    figures: dict[str, Any] = {
-        "config": {
-            "command": "python benchmarks/bench_pages.py " + " ".join(sys.argv[1:]),
-            "days": args.days,
-            "spans": args.spans,
-            "cpus": os.cpu_count(),
-            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
-    }
+    figures: dict[str, Any] = {"config": bench_config(days=args.days, spans=args.spans)}
     try:
-        with BenchStack(keep=args.keep) as stack:
-            redis = EmbeddedRedis(stack.root / "redis", free_port())
-            redis.start()
-            try:
-                stack.env["REDIS_URL"] = redis.url
-                os.environ.update(stack.env)
-                # Production settings: DEBUG off (no query log), as deployed.
-                os.environ.update(
-                    {
-                        "DEBUG": "false",
-                        "SECRET_KEY": "benchmark-only-key-" + "x" * 40,
-                        "ALLOWED_HOSTS": "localhost",
-                        "SECURE_SSL_REDIRECT": "false",
-                        "STATIC_ROOT": str(stack.root / "static"),
-                    }
-                )
-                # Pages name their scripts through the static files manifest, as deployed.
-                subprocess.run(
-                    [sys.executable, "manage.py", "collectstatic", "--no-input"],
-                    cwd=ROOT,
-                    check=True,
-                    stdout=subprocess.DEVNULL,
-                )
-                print(f"bench: backfilling {args.spans:,} spans over {args.days} days", flush=True)
-                figures["backfill_seconds"] = load(stack, args.spans, args.days)
-                import django
+        with BenchStack(keep=args.keep) as stack, running_redis(stack) as redis_url:
+            stack.env["REDIS_URL"] = redis_url
+            os.environ.update(stack.env)
+            # As deployed (DEBUG off), for us and collectstatic; backfill_demo keeps stack.env.
+            os.environ.update({**PRODUCTION_SETTINGS, "STATIC_ROOT": str(stack.root / "static")})
+            # Pages name their scripts through the static files manifest, as deployed.
+            subprocess.run(
+                [sys.executable, "manage.py", "collectstatic", "--no-input"],
+                cwd=ROOT,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            print(f"bench: backfilling {args.spans:,} spans over {args.days} days", flush=True)
+            figures["backfill_seconds"] = backfill_demo(
+                stack, args.days, demo_scale(args.spans, args.days)
+            )
+            import django
 
-                django.setup()
-                print("bench: folding, stage shares, version scan, SLA objectives", flush=True)
-                figures["derive_seconds"] = derive(stack.team_id)
-                print(
-                    "  "
-                    + ", ".join(f"{k} {v:.0f} s" for k, v in figures["derive_seconds"].items()),
-                    flush=True,
-                )
-                from django.db import connection
+            django.setup()
+            print("bench: folding, stage shares, version scan, SLA objectives", flush=True)
+            figures["derive_seconds"] = derive(stack.team_id)
+            print(
+                "  " + ", ".join(f"{k} {v:.0f} s" for k, v in figures["derive_seconds"].items()),
+                flush=True,
+            )
+            from django.db import connection
 
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT count(*) FROM spans_span")
-                    (figures["spans_stored"],) = cursor.fetchone()
-                print(f"bench: {figures['spans_stored']:,} spans stored; timing calls", flush=True)
-                figures["calls"] = measure(args.requests, stack.team_id)
-                connection.close()
-            finally:
-                redis.stop()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM spans_span")
+                (figures["spans_stored"],) = cursor.fetchone()
+            print(f"bench: {figures['spans_stored']:,} spans stored; timing calls", flush=True)
+            figures["calls"] = measure(args.requests, stack.team_id)
+            connection.close()
     except KeyboardInterrupt:
         print("bench: interrupted, everything stopped", file=sys.stderr)
         return 130
     over = [name for name, f in figures["calls"].items() if f["p95_ms"] > BUDGET_MS]
     print(f"calls over {BUDGET_MS:.0f} ms at p95: {', '.join(over) or 'none'}")
-    path = os.path.abspath(args.json)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as file:
-        file.write(json.dumps(figures, indent=2) + "\n")
-    print(f"  figures written to {path}")
+    write_json(Path(os.path.abspath(args.json)), figures)
     return 0
 
 

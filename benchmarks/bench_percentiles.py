@@ -34,20 +34,25 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _stack import ROOT, BenchStack, interrupt_on_sigterm  # puts the repo on sys.path
-
-from latencyboard.local.embedded import EmbeddedRedis, free_port
+from _demo_data import backfill_demo, pending_folds
+from _stack import (  # puts the repo on sys.path
+    PRODUCTION_SETTINGS,
+    ROOT,
+    BenchStack,
+    bench_config,
+    interrupt_on_sigterm,
+    running_redis,
+    write_json,
+)
 
 JSON_PATH = ROOT / "var" / "bench" / "percentiles.json"
 QUANTILES = (0.5, 0.95, 0.99, 0.999)
@@ -81,33 +86,14 @@ Key = tuple[int | None, int]  # stage (None: end to end), hour (Unix seconds)
 
 def production_env(stack: BenchStack, redis_url: str) -> None:
     """Settings as deployed (DEBUG off: no query log), for us and for manage.py."""
-    stack.env.update(
-        {
-            "DEBUG": "false",
-            "SECRET_KEY": "benchmark-only-key-" + "x" * 40,
-            "ALLOWED_HOSTS": "localhost",
-            "SECURE_SSL_REDIRECT": "false",
-            "REDIS_URL": redis_url,
-        }
-    )
+    stack.env.update({**PRODUCTION_SETTINGS, "REDIS_URL": redis_url})
     os.environ.update(stack.env)
 
 
 def load(stack: BenchStack, days: int, scale: float, seed: int) -> dict[str, Any]:
     from django.db import connection
 
-    started = time.perf_counter()
-    subprocess.run(
-        [
-            *(sys.executable, "manage.py", "backfill_demo", "--team", stack.team_name),
-            *("--days", str(days), "--scale", str(scale), "--seed", str(seed)),
-        ],
-        cwd=ROOT,
-        env=stack.env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    seconds = time.perf_counter() - started
+    seconds = backfill_demo(stack, days, str(scale), seed)
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*), sum(stored_spans) FROM spans_ingestbatch")
         batches, spans = cursor.fetchone()
@@ -118,16 +104,13 @@ def fold() -> dict[str, Any]:
     from django.db import connection
     from django.utils import timezone
 
-    from latencyboard.rollups.services import compact_rollups, fold_pending_batches
+    from latencyboard.rollups.compaction import compact_rollups
 
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     folds = spans = 0
     started = time.perf_counter()
-    while True:
-        result = fold_pending_batches(timezone.now())
-        if not result.batches:
-            break
+    for result, _ in pending_folds():
         folds, spans = folds + 1, spans + result.spans
         if folds % 20 == 0:
             rate = spans / (time.perf_counter() - started)
@@ -319,49 +302,36 @@ def main() -> int:
     args = parser.parse_args()
     interrupt_on_sigterm()
     figures: dict[str, Any] = {
-        "config": {
-            "command": "python benchmarks/bench_percentiles.py " + " ".join(sys.argv[1:]),
-            "days": args.days,
-            "scale": args.scale,
-            "seed": args.seed,
-            "quantiles": QUANTILES,
-            "cpus": os.cpu_count(),
-            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
+        "config": bench_config(
+            days=args.days, scale=args.scale, seed=args.seed, quantiles=QUANTILES
+        )
     }
     try:
-        with BenchStack(keep=args.keep) as stack:
-            redis = EmbeddedRedis(stack.root / "redis", free_port())
-            try:
-                redis.start()
-                production_env(stack, redis.url)
-                import django
+        with BenchStack(keep=args.keep) as stack, running_redis(stack) as redis_url:
+            production_env(stack, redis_url)
+            import django
 
-                django.setup()
-                from django.db import connection
+            django.setup()
+            from django.db import connection
 
-                print(f"bench: loading {args.days} days at scale {args.scale}", file=sys.stderr)
-                figures["load"] = load(stack, args.days, args.scale, args.seed)
-                print(
-                    f"loaded {figures['load']['spans']:,} spans in "
-                    f"{figures['load']['batches']:,} batches in "
-                    f"{figures['load']['seconds']:.0f} s",
-                    flush=True,
-                )
-                print("bench: folding (one worker)", file=sys.stderr)
-                figures["fold"] = fold()
-                print("bench: timing the API and the exact SQL", file=sys.stderr)
-                figures["query"] = query_phase(stack.team_id, args.requests, args.exact_runs)
-                connection.close()
-            finally:
-                redis.stop()
+            print(f"bench: loading {args.days} days at scale {args.scale}", file=sys.stderr)
+            figures["load"] = load(stack, args.days, args.scale, args.seed)
+            print(
+                f"loaded {figures['load']['spans']:,} spans in "
+                f"{figures['load']['batches']:,} batches in "
+                f"{figures['load']['seconds']:.0f} s",
+                flush=True,
+            )
+            print("bench: folding (one worker)", file=sys.stderr)
+            figures["fold"] = fold()
+            print("bench: timing the API and the exact SQL", file=sys.stderr)
+            figures["query"] = query_phase(stack.team_id, args.requests, args.exact_runs)
+            connection.close()
     except KeyboardInterrupt:
         print("bench: interrupted, everything stopped", file=sys.stderr)
         return 130
     report(figures)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"  figures written to {args.json}")
+    write_json(args.json, figures)
     checks = figures["query"]["accuracy"].values()
     return 0 if all(c["count_mismatches"] == 0 for c in checks) else 1
 

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,30 +31,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _stack import ROOT, BenchStack, interrupt_on_sigterm  # puts the repo on sys.path
-
-from latencyboard.local.embedded import EmbeddedRedis, free_port
+from _demo_data import backfill_demo, demo_scale, pending_folds
+from _stack import (  # puts the repo on sys.path
+    ROOT,
+    BenchStack,
+    bench_config,
+    interrupt_on_sigterm,
+    running_redis,
+    write_json,
+)
 
 JSON_PATH = ROOT / "var" / "bench" / "rollup.json"
 SPANS_PER_REQUEST = 512
 STAGES = ("queue_wait", "feature_hydration", "model_forward", "postprocess", "serialize")
-
-
-def load_backfill(stack: BenchStack, spans: int, days: int) -> None:
-    from ingest import synthetic
-    from latencyboard.demo.profiles import PIPELINES
-
-    scale = spans / synthetic.expected_spans(PIPELINES, days, 1.0)
-    subprocess.run(
-        [
-            *(sys.executable, "manage.py", "backfill_demo", "--team", stack.team_name),
-            *("--days", str(days), "--scale", f"{scale:.6f}", "--seed", "1"),
-        ],
-        cwd=ROOT,
-        env=stack.env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
 
 
 def load_writer(team_id: int, spans: int) -> None:
@@ -121,20 +108,14 @@ def fold_phase() -> dict[str, Any]:
     from django.db import connection
     from django.utils import timezone
 
-    from latencyboard.rollups.services import compact_rollups, fold_pending_batches
+    from latencyboard.rollups.compaction import compact_rollups
 
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
         cursor.execute("SELECT count(*), sum(stored_spans) FROM spans_ingestbatch")
         batches, stored = cursor.fetchone()
-    folds = []
     started = time.perf_counter()
-    while True:
-        fold_started = time.perf_counter()
-        result = fold_pending_batches(timezone.now())
-        if not result.batches:
-            break
-        folds.append((result.batches, result.spans, time.perf_counter() - fold_started))
+    folds = [(result.batches, result.spans, seconds) for result, seconds in pending_folds()]
     seconds = time.perf_counter() - started
     with connection.cursor() as cursor:
         cursor.execute(
@@ -178,38 +159,26 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
     args = parser.parse_args()
     interrupt_on_sigterm()
-    figures: dict[str, Any] = {
-        "config": {
-            "command": "python benchmarks/bench_rollup.py " + " ".join(sys.argv[1:]),
-            "source": args.source,
-            "cpus": os.cpu_count(),
-            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
-    }
+    figures: dict[str, Any] = {"config": bench_config(source=args.source)}
     try:
-        with BenchStack(keep=args.keep) as stack:
-            redis = EmbeddedRedis(stack.root / "redis", free_port())
-            redis.start()
-            try:
-                stack.env["REDIS_URL"] = redis.url
-                os.environ.update(stack.env)
-                import django
+        with BenchStack(keep=args.keep) as stack, running_redis(stack) as redis_url:
+            stack.env["REDIS_URL"] = redis_url
+            os.environ.update(stack.env)
+            import django
 
-                django.setup()
-                print(f"bench: loading {args.spans:,} spans ({args.source})", file=sys.stderr)
-                load_started = time.perf_counter()
-                if args.source == "backfill":
-                    load_backfill(stack, args.spans, args.days)
-                else:
-                    load_writer(stack.team_id, args.spans)
-                figures["load_seconds"] = time.perf_counter() - load_started
-                print("bench: folding", file=sys.stderr)
-                figures["fold"] = fold_phase()
-                from django.db import connection
+            django.setup()
+            print(f"bench: loading {args.spans:,} spans ({args.source})", file=sys.stderr)
+            load_started = time.perf_counter()
+            if args.source == "backfill":
+                backfill_demo(stack, args.days, demo_scale(args.spans, args.days))
+            else:
+                load_writer(stack.team_id, args.spans)
+            figures["load_seconds"] = time.perf_counter() - load_started
+            print("bench: folding", file=sys.stderr)
+            figures["fold"] = fold_phase()
+            from django.db import connection
 
-                connection.close()
-            finally:
-                redis.stop()
+            connection.close()
     except KeyboardInterrupt:
         print("bench: interrupted, everything stopped", file=sys.stderr)
         return 130
@@ -226,9 +195,7 @@ def main() -> int:
         f"the next one (nothing new) in {fold['next_compaction_seconds']:.2f} s"
     )
     print(f"every span counted once: {fold['consistent']}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"  figures written to {args.json}")
+    write_json(args.json, figures)
     return 0 if fold["consistent"] else 1
 
 
