@@ -38,14 +38,20 @@ def _workers(supervisor: RunningProcess, count: int) -> list[psutil.Process]:
 
 
 @pytest.fixture
-def two_workers(child_env, tmp_path) -> Iterator[tuple[RunningProcess, int, int]]:
+def ingest_env(request, child_env) -> dict[str, str]:
+    """The workers' environment: the suite's, plus settings a test gives by parametrizing."""
+    return {**child_env, **getattr(request, "param", {})}
+
+
+@pytest.fixture
+def two_workers(ingest_env, tmp_path) -> Iterator[tuple[RunningProcess, int, int]]:
     http_port, grpc_port = free_port(), free_port()
     running = start_process(
         [
             *(PYTHON, "-m", "ingest", "--processes", "2"),
             *("--http-port", str(http_port), "--grpc-port", str(grpc_port)),
         ],
-        child_env,
+        ingest_env,
         tmp_path / "ingest.log",
         ready_port=http_port,
     )
@@ -156,3 +162,20 @@ def test_a_tokens_rate_limit_holds_across_the_workers(two_workers):
     assert {r.status for r in refused} == {429}
     assert all(int(r.headers["retry-after"]) >= 1 for r in refused)
     assert Span.objects.filter(team_id=tenant.team.id).count() == accepted
+
+
+@pytest.mark.parametrize("ingest_env", [{"INGEST_HOSTS": "2"}], indirect=True)
+def test_each_of_several_ingest_hosts_allows_its_share_of_a_tokens_limit(two_workers):
+    # given workers of one of 2 ingest hosts and a token allowed 20 spans/s: 10 spans/s here,
+    # a burst of 20
+    _supervisor, http_port, _grpc_port = two_workers
+    tenant = make_team_with_token(rate_limit=20)
+    headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {tenant.token}"}
+    body = export_request(*(SpanSpec() for _ in range(15))).SerializeToString()
+
+    # when it sends 15 spans twice in a row
+    first = post(f"http://127.0.0.1:{http_port}/v1/traces", body, headers)
+    second = post(f"http://127.0.0.1:{http_port}/v1/traces", body, headers)
+
+    # then the second passes this host's share of the burst
+    assert (first.status, second.status) == (200, 429)
