@@ -5,7 +5,9 @@ Decoding OTLP is CPU work in Python, so one process uses at most one core. With
 (``SO_REUSEPORT``: the kernel spreads connections over them) and only supervises them: on
 SIGTERM or Ctrl-C it stops them all, and when one dies it stops the others and exits with an
 error, so that the service manager restarts the whole. The workers' ``/metrics`` are summed
-through prometheus_client's multiprocess mode, whichever worker a scrape reaches.
+through prometheus_client's multiprocess mode, whichever worker a scrape reaches, and they
+share one table of rate limit buckets (``ingest.ratelimit``), so a token's limit holds for the
+host rather than for each worker.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import django
 
@@ -29,6 +32,7 @@ from latencyboard.processes import die_with_parent
 logger = logging.getLogger("ingest")
 
 WORKER_FLAG = "--worker"
+RATE_TABLE_FLAG = "--rate-limit-table"
 STOP_TIMEOUT = 10.0
 
 
@@ -50,6 +54,7 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
 
     from ingest.grpc_server import make_server
     from ingest.http import OtlpHttpApp
+    from ingest.ratelimit import SpanRateLimiter
     from ingest.service import IngestService
     from ingest.writer import SpanWriter
     from latencyboard.db import conninfo
@@ -60,6 +65,7 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
         writer,
         max_body_bytes=settings.INGEST_MAX_BODY_BYTES,
         retention_days=settings.RETENTION_DAYS,
+        rate_limiter=SpanRateLimiter(table_path=args.rate_limit_table, hosts=settings.INGEST_HOSTS),
     )
     grpc_server = make_server(
         service, args.host, args.grpc_port, workers=args.threads, reuse_port=reuse_port
@@ -105,7 +111,10 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
     """Start ``args.processes`` workers on the same ports; the exit status of the first to end."""
     metrics_dir = tempfile.mkdtemp(prefix="latencyboard-ingest-metrics-")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+    rate_table = _create_rate_table()
     command = [sys.executable, "-m", "ingest", *argv, WORKER_FLAG]
+    if rate_table is not None:
+        command += [RATE_TABLE_FLAG, rate_table]
     workers: list[subprocess.Popen[bytes]] = []
 
     def _terminate(signum: int, frame: object) -> None:
@@ -128,6 +137,21 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
     finally:
         _stop(workers)
         shutil.rmtree(metrics_dir, ignore_errors=True)
+        if rate_table is not None:
+            Path(rate_table).unlink(missing_ok=True)
+
+
+def _create_rate_table() -> str | None:
+    from ingest.ratelimit import create_table
+
+    try:
+        return create_table()
+    except OSError as exc:
+        logger.warning(
+            "ingest.rate_limit_table_unavailable",
+            extra={"error": str(exc), "fallback": "per-process"},
+        )
+        return None
 
 
 def main() -> int:
@@ -150,6 +174,7 @@ def main() -> int:
         help="worker processes sharing the ports (one per core the ingest may use)",
     )
     parser.add_argument(WORKER_FLAG, action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(RATE_TABLE_FLAG, help=argparse.SUPPRESS)
     argv = sys.argv[1:]
     args = parser.parse_args(argv)
     if args.processes < 1:

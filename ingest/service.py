@@ -66,10 +66,11 @@ class IngestService:
         max_body_bytes: int,
         retention_days: int,
         max_future_seconds: int = 3600,
+        rate_limiter: SpanRateLimiter | None = None,
     ) -> None:
         self.writer = writer
         self.tokens = TokenDirectory(writer.pool)
-        self.rate_limiter = SpanRateLimiter()
+        self.rate_limiter = rate_limiter or SpanRateLimiter()
         self.max_body_bytes = max_body_bytes
         self.limits = decoding.Limits(
             max_future_ns=max_future_seconds * 10**9,

@@ -221,6 +221,9 @@ INGEST_GRPC_PORT = env_int("INGEST_GRPC_PORT", 4317, minimum=1, maximum=65535)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
 INGEST_THREADS = env_int("INGEST_THREADS", 8, minimum=1, maximum=64)
 INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
+# Ingest hosts (containers running python -m ingest) that one token's traffic is spread over:
+# each enforces a token's rate limit on its own, so each allows rate_limit / INGEST_HOSTS.
+INGEST_HOSTS = env_int("INGEST_HOSTS", 1, minimum=1, maximum=1000)
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:

@@ -7,6 +7,7 @@ import signal
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 import pytest
@@ -18,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from latencyboard.local.embedded import free_port, port_is_open
 from latencyboard.spans.models import Span
 from tests.factories import make_team_with_token
-from tests.ingest.otlp import SpanSpec, export_request, post
+from tests.ingest.otlp import Reply, SpanSpec, export_request, post
 from tests.support import PYTHON, RunningProcess, start_process, stop_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,14 +38,20 @@ def _workers(supervisor: RunningProcess, count: int) -> list[psutil.Process]:
 
 
 @pytest.fixture
-def two_workers(child_env, tmp_path) -> Iterator[tuple[RunningProcess, int, int]]:
+def ingest_env(request, child_env) -> dict[str, str]:
+    """The workers' environment: the suite's, plus settings a test gives by parametrizing."""
+    return {**child_env, **getattr(request, "param", {})}
+
+
+@pytest.fixture
+def two_workers(ingest_env, tmp_path) -> Iterator[tuple[RunningProcess, int, int]]:
     http_port, grpc_port = free_port(), free_port()
     running = start_process(
         [
             *(PYTHON, "-m", "ingest", "--processes", "2"),
             *("--http-port", str(http_port), "--grpc-port", str(grpc_port)),
         ],
-        child_env,
+        ingest_env,
         tmp_path / "ingest.log",
         ready_port=http_port,
     )
@@ -123,3 +130,52 @@ def test_a_dead_worker_stops_the_whole_for_the_service_manager_to_restart(two_wo
     _gone, alive = psutil.wait_procs([second], timeout=5)
     assert alive == []
     assert not port_is_open(http_port)
+
+
+def test_a_tokens_rate_limit_holds_across_the_workers(two_workers):
+    # given two workers and a token allowed 20 spans/s (a burst of 40)
+    _supervisor, http_port, _grpc_port = two_workers
+    tenant = make_team_with_token(rate_limit=20)
+    headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {tenant.token}"}
+    url = f"http://127.0.0.1:{http_port}/v1/traces"
+
+    def send_for(seconds: float) -> list[Reply]:
+        replies, deadline = [], time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            body = export_request(*(SpanSpec() for _ in range(5))).SerializeToString()
+            replies.append(post(url, body, headers))
+        return replies
+
+    # when 4 senders post 5 spans at a time for 3 s, each request on a new connection, so that
+    # the kernel spreads them over both workers
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        replies = [r for batch in pool.map(send_for, [3.0] * 4) for r in batch]
+    elapsed = time.monotonic() - started
+
+    # then together the workers accepted no more than one burst plus 20 spans/s (one batch
+    # of slack for the refill of the last moment), every refusal is a 429 with a Retry-After,
+    # and every accepted span is stored
+    accepted = 5 * sum(r.status == 200 for r in replies)
+    refused = [r for r in replies if r.status != 200]
+    assert accepted <= 40 + 20 * elapsed + 5, (accepted, elapsed)
+    assert {r.status for r in refused} == {429}
+    assert all(int(r.headers["retry-after"]) >= 1 for r in refused)
+    assert Span.objects.filter(team_id=tenant.team.id).count() == accepted
+
+
+@pytest.mark.parametrize("ingest_env", [{"INGEST_HOSTS": "2"}], indirect=True)
+def test_each_of_several_ingest_hosts_allows_its_share_of_a_tokens_limit(two_workers):
+    # given workers of one of 2 ingest hosts and a token allowed 20 spans/s: 10 spans/s here,
+    # a burst of 20
+    _supervisor, http_port, _grpc_port = two_workers
+    tenant = make_team_with_token(rate_limit=20)
+    headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {tenant.token}"}
+    body = export_request(*(SpanSpec() for _ in range(15))).SerializeToString()
+
+    # when it sends 15 spans twice in a row
+    first = post(f"http://127.0.0.1:{http_port}/v1/traces", body, headers)
+    second = post(f"http://127.0.0.1:{http_port}/v1/traces", body, headers)
+
+    # then the second passes this host's share of the burst
+    assert (first.status, second.status) == (200, 429)
