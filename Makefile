@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint bench-ingest bench-percentiles clean
+.PHONY: run test lint bench-ingest bench-percentiles bench-soak clean
 
 # The virtualenv is (re)built whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -30,6 +30,9 @@ bench-ingest: $(VENV)/.installed
 
 bench-percentiles: $(VENV)/.installed
 	$(PY) benchmarks/bench_percentiles.py $(ARGS)
+
+bench-soak: $(VENV)/.installed
+	$(PY) benchmarks/bench_soak.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) var/log var/test

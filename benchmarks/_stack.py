@@ -212,11 +212,11 @@ class BenchStack:
             }
         )
         self.env = env
-        self._manage("migrate", "--no-input")
-        team_id, token = self._manage("shell", "-c", _SETUP_SCRIPT.format(name=self.team_name))
+        self.manage("migrate", "--no-input")
+        team_id, token = self.manage("shell", "-c", _SETUP_SCRIPT.format(name=self.team_name))
         self.team_id, self.token = int(team_id), token
 
-    def _manage(self, *args: str) -> list[str]:
+    def manage(self, *args: str) -> list[str]:
         """Run ``manage.py`` against the stack's database; the last stdout line, split."""
         try:
             result = subprocess.run(
