@@ -167,6 +167,14 @@ class Change:
     before: Bottleneck
     after: Bottleneck
 
+    @property
+    def before_label(self) -> str:
+        return LABELS[self.before]
+
+    @property
+    def after_label(self) -> str:
+        return LABELS[self.after]
+
 
 def kind_of(
     stage: str,
