@@ -1,4 +1,5 @@
-"""The bottleneck class of a pipeline from its stage shares (pure: no database)."""
+"""The bottleneck class of a pipeline: the pure rule on given shares, then classes read from
+stored stage-share rows (as the stage-share worker writes them) and the API."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from latencyboard.dashboards.bottleneck import (
     kind_of,
     last_change,
 )
+from latencyboard.dashboards.bottleneck_queries import bottlenecks
+from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.rollups.models import Resolution, StageShare
+from tests.factories import make_team, make_user
 
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)
@@ -265,3 +270,198 @@ def hourly(*classes: tuple[Bottleneck, int]) -> list[tuple[dt.datetime, object]]
 )
 def test_last_change(history, expected):
     assert last_change(history) == expected
+
+
+# ----- from stored stage shares, and the API ------------------------------------------------------
+
+
+def share_rows(
+    pipeline: Pipeline, hour: dt.datetime, requests: int, **self_ms: tuple[float, float]
+) -> list[StageShare]:
+    """One hour row per stage, ``self_ms`` giving (all requests, slowest 1%) self time sums."""
+    rows = []
+    for name, (own, tail_own) in self_ms.items():
+        stage, _ = Stage.objects.get_or_create(pipeline=pipeline, name=name)
+        rows.append(
+            StageShare(
+                team=pipeline.team,
+                pipeline=pipeline,
+                stage=stage,
+                resolution=Resolution.HOUR,
+                bucket_start=hour,
+                requests=requests,
+                self_ms_sum=own,
+                tail_requests=max(requests // 100, 1),
+                tail_self_ms_sum=tail_own,
+                root_ms_sum=sum(o for o, _ in self_ms.values()),
+                tail_root_ms_sum=sum(t for _, t in self_ms.values()),
+            )
+        )
+    return rows
+
+
+@pytest.fixture
+def stored() -> dict:
+    """fraud-scorer: three hours feature-bound, then three compute-bound; recommender: one
+    quiet hour; and another team's pipeline."""
+    ours, theirs = make_team("ours"), make_team("theirs")
+    fraud = Pipeline.objects.create(team=ours, service_name="fraud-scorer")
+    quiet = Pipeline.objects.create(team=ours, service_name="recommender")
+    rows = []
+    for hour in range(3):
+        rows += share_rows(
+            fraud,
+            T0 + hour * HOUR,
+            600,
+            feature_hydration=(3000.0, 90.0),
+            model_forward=(2000.0, 10.0),
+        )
+    for hour in range(3, 6):
+        rows += share_rows(
+            fraud,
+            T0 + hour * HOUR,
+            600,
+            feature_hydration=(1000.0, 10.0),
+            model_forward=(5000.0, 90.0),
+        )
+    rows += share_rows(quiet, T0, 7, model_forward=(70.0, 10.0))
+    StageShare.objects.bulk_create(rows)
+    return {
+        "fraud": fraud,
+        "quiet": quiet,
+        "member": make_user(ours),
+        "outsider": make_user(theirs),
+    }
+
+
+@pytest.mark.django_db
+def test_class_of_the_window_and_when_it_changed(stored):
+    found = bottlenecks([stored["fraud"], stored["quiet"]], T0, T0 + 6 * HOUR, HOUR)
+
+    fraud = found[stored["fraud"].pk]
+    # the slowest 1% split evenly (300 ms each), so all requests decide: 21,000 of 33,000 ms
+    assert fraud.classification.bottleneck == Bottleneck.COMPUTE
+    assert fraud.classification.requests == 3600
+    assert fraud.classification.reason == (
+        "model_forward is 64% of all requests (50% of the slowest 1%)"
+    )
+    assert fraud.change == Change(T0 + 3 * HOUR, Bottleneck.FEATURE, Bottleneck.COMPUTE)
+    quiet = found[stored["quiet"].pk]
+    assert quiet.classification.bottleneck == Bottleneck.UNCLASSIFIED
+    assert quiet.change is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("step", "change"),
+    [
+        pytest.param(
+            6 * HOUR,
+            Change(T0 + 3 * HOUR, Bottleneck.FEATURE, Bottleneck.COMPUTE),
+            id="six-hours-anchored-at-midnight-split-at-noon",
+        ),
+        pytest.param(24 * HOUR, None, id="one-day-is-one-bucket"),
+    ],
+)
+def test_longer_steps_sum_their_hours(stored, step, change):
+    found = bottlenecks([stored["fraud"]], T0, T0 + 6 * HOUR, step)
+
+    assert found[stored["fraud"].pk].change == change
+    assert found[stored["fraud"].pk].classification.bottleneck == Bottleneck.COMPUTE
+
+
+@pytest.mark.django_db
+def test_a_window_before_the_change_has_the_old_class(stored):
+    found = bottlenecks([stored["fraud"]], T0, T0 + 3 * HOUR, HOUR)
+
+    assert found[stored["fraud"].pk].classification.bottleneck == Bottleneck.FEATURE
+    assert found[stored["fraud"].pk].change is None
+
+
+@pytest.mark.django_db
+def test_bottleneck_api(client, stored):
+    client.force_login(stored["member"])
+
+    response = client.get(
+        f"/api/pipelines/{stored['fraud'].pk}/bottleneck/",
+        {"start": "2026-03-02T09:00:00Z", "end": "2026-03-02T15:00:00Z", "step": "3600"},
+    )
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "start": "2026-03-02T09:00:00Z",
+        "end": "2026-03-02T15:00:00Z",
+        "step_seconds": 3600,
+        "bottleneck": "compute",
+        "label": "compute-bound",
+        "requests": 3600,
+        "stages": ["model_forward"],
+        "share_tail": 0.5,
+        "share_all": 21000 / 33000,
+        "decided_by": "all",
+        "reason": "model_forward is 64% of all requests (50% of the slowest 1%)",
+        "remedies": ["batch requests on the accelerator", "quantize or distil the model"],
+        "change": {
+            "at": "2026-03-02T12:00:00Z",
+            "before": "feature",
+            "after": "compute",
+            "before_label": "feature-bound",
+            "after_label": "compute-bound",
+        },
+    }
+
+
+@pytest.mark.django_db
+def test_bottleneck_api_hides_another_teams_pipeline(client, stored):
+    client.force_login(stored["outsider"])
+
+    response = client.get(
+        f"/api/pipelines/{stored['fraud'].pk}/bottleneck/",
+        {"start": "2026-03-02T09:00:00Z", "end": "2026-03-02T15:00:00Z"},
+    )
+
+    assert response.status_code == 404
+    assert b"fraud-scorer" not in response.content
+    assert b"compute" not in response.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        pytest.param({"start": "2026-03-02T09:00:00Z"}, "end", id="missing-end"),
+        pytest.param(
+            {"start": "2026-03-01T00:00:00Z", "end": "2026-03-03T00:00:00Z", "step": "300"},
+            "step",
+            id="minute-step-over-more-than-a-day",
+        ),
+        pytest.param(
+            {"start": "2025-03-01T00:00:00Z", "end": "2026-03-01T00:00:00Z", "step": "3600"},
+            "step",
+            id="too-many-steps",
+        ),
+        pytest.param(
+            {"start": "2026-03-02T09:00:00Z", "end": "2026-03-02T15:00:00Z", "step": "420"},
+            "step",
+            id="odd-step",
+        ),
+    ],
+)
+def test_bottleneck_api_rejects_bad_parameters(client, stored, query, field):
+    client.force_login(stored["member"])
+
+    response = client.get(f"/api/pipelines/{stored['fraud'].pk}/bottleneck/", query)
+
+    assert response.status_code == 400
+    assert field in response.json()
+
+
+@pytest.mark.django_db
+def test_bottleneck_api_is_in_the_schema(client, stored):
+    client.force_login(stored["member"])
+
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+
+    operation = schema["paths"]["/api/pipelines/{pipeline_id}/bottleneck/"]["get"]
+    assert operation["operationId"] == "pipeline_bottleneck"
+    assert {p["name"] for p in operation["parameters"]} >= {"start", "end", "step", "pipeline_id"}
