@@ -205,7 +205,8 @@ class BottleneckSerializer(serializers.Serializer[Any]):
         help_text="compute, feature, queue or network; balanced when no kind of work "
         "dominates; unclassified with too little data or a dominant stage of no known kind.",
     )
-    label = serializers.CharField(source="classification.label")
+    # Declared fields leave the class body (DRF's metaclass), so this shadows no Field.label.
+    label = serializers.CharField(source="classification.label")  # type: ignore[assignment]
     requests = serializers.IntegerField(source="classification.requests")
     stages = serializers.ListField(
         source="classification.stages",

@@ -13,6 +13,7 @@ from latencyboard.dashboards.bottleneck import (
     MIN_REQUESTS,
     Bottleneck,
     Change,
+    Classification,
     Share,
     classify,
     kind_of,
@@ -223,7 +224,7 @@ def test_thresholds_are_what_the_rule_says():
 # ----- when the class changed ---------------------------------------------------------------------
 
 
-def hourly(*classes: tuple[Bottleneck, int]) -> list[tuple[dt.datetime, object]]:
+def hourly(*classes: tuple[Bottleneck, int]) -> list[tuple[dt.datetime, Classification]]:
     stage = {
         Bottleneck.COMPUTE: "model_forward",
         Bottleneck.FEATURE: "feature_hydration",
