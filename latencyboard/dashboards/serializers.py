@@ -185,8 +185,8 @@ class AttributeBreakdownSerializer(serializers.Serializer[Any]):
 
 class BottleneckChangeSerializer(serializers.Serializer[Any]):
     at = serializers.DateTimeField(help_text="Start of the first bucket with the new class.")
-    before = serializers.ChoiceField(choices=[b.value for b in bottleneck.Bottleneck])
-    after = serializers.ChoiceField(choices=[b.value for b in bottleneck.Bottleneck])
+    before = serializers.CharField(help_text="The class before, a value of `bottleneck`.")
+    after = serializers.CharField(help_text="The class from `at` on, a value of `bottleneck`.")
     before_label = serializers.CharField()
     after_label = serializers.CharField()
 
