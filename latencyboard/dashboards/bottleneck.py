@@ -176,6 +176,22 @@ class Change:
         return LABELS[self.after]
 
 
+def parse_stage_kinds(text: str) -> dict[str, Bottleneck]:
+    """Stage kinds written ``stage=kind`` separated by commas (``xgb_score=compute,
+    profile_lookup=feature``), for stages whose names do not tell their kind. Raises
+    ValueError naming the first entry that is not a stage and one of compute, feature,
+    queue or network."""
+    kinds = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        stage, _, kind = (part.strip() for part in entry.partition("="))
+        if not stage or kind not in {k.value for k in KINDS}:
+            raise ValueError(
+                f"{entry!r} is not stage=kind with a kind of compute, feature, queue or network"
+            )
+        kinds[stage] = Bottleneck(kind)
+    return kinds
+
+
 def kind_of(
     stage: str,
     names: Mapping[str, Bottleneck] | None = None,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from django.conf import settings
 from django.db.models import DateTimeField, F, Func, Sum, Value
 
 from latencyboard.dashboards import bottleneck
@@ -58,6 +59,7 @@ class _Sums:
             self.tail_self_ms[stage] = self.tail_self_ms.get(stage, 0.0) + other.tail_self_ms[stage]
 
     def classify(self) -> bottleneck.Classification:
+        """The class of these sums, stages named in ``BOTTLENECK_STAGE_KINDS`` as set there."""
         own, tail = self.self_ms, self.tail_self_ms
         total, tail_total = sum(own.values()), sum(tail.values())
         return bottleneck.classify(
@@ -70,6 +72,7 @@ class _Sums:
                 )
                 for stage in sorted(own)
             ],
+            settings.BOTTLENECK_STAGE_KINDS,
         )
 
 

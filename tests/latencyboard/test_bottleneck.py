@@ -18,6 +18,7 @@ from latencyboard.dashboards.bottleneck import (
     classify,
     kind_of,
     last_change,
+    parse_stage_kinds,
 )
 from latencyboard.dashboards.bottleneck_queries import bottlenecks
 from latencyboard.pipelines.models import Pipeline, Stage
@@ -466,3 +467,45 @@ def test_bottleneck_api_is_in_the_schema(client, stored):
     operation = schema["paths"]["/api/pipelines/{pipeline_id}/bottleneck/"]["get"]
     assert operation["operationId"] == "pipeline_bottleneck"
     assert {p["name"] for p in operation["parameters"]} >= {"start", "end", "step", "pipeline_id"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("", {}, id="empty"),
+        pytest.param(
+            "xgb_score=compute, profile_lookup = feature,",
+            {"xgb_score": Bottleneck.COMPUTE, "profile_lookup": Bottleneck.FEATURE},
+            id="spaces-and-a-trailing-comma",
+        ),
+    ],
+)
+def test_parse_stage_kinds(text, expected):
+    assert parse_stage_kinds(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("xgb_score", id="no-kind"),
+        pytest.param("=compute", id="no-stage"),
+        pytest.param("xgb_score=balanced", id="not-a-kind-of-work"),
+    ],
+)
+def test_parse_stage_kinds_rejects_what_is_not_stage_and_kind(text):
+    with pytest.raises(ValueError, match="is not stage=kind"):
+        parse_stage_kinds(text)
+
+
+@pytest.mark.django_db
+def test_stage_kinds_of_the_settings_classify_custom_names(stored, settings):
+    # given a pipeline whose feature stage's name does not say so
+    custom = Pipeline.objects.create(team=stored["fraud"].team, service_name="scorer")
+    StageShare.objects.bulk_create(
+        share_rows(custom, T0, 600, profile_lookup=(800.0, 90.0), xgb_score=(200.0, 10.0))
+    )
+    settings.BOTTLENECK_STAGE_KINDS = {"profile_lookup": Bottleneck.FEATURE}
+
+    found = bottlenecks([custom], T0, T0 + HOUR, HOUR)
+
+    assert found[custom.pk].classification.bottleneck == Bottleneck.FEATURE
