@@ -53,6 +53,14 @@ LABELS: Final[Mapping[Bottleneck, str]] = {
     Bottleneck.UNCLASSIFIED: "unclassified",
 }
 
+WORK: Final[Mapping[Bottleneck, str]] = {
+    Bottleneck.COMPUTE: "model compute",
+    Bottleneck.FEATURE: "feature fetching",
+    Bottleneck.QUEUE: "queueing",
+    Bottleneck.NETWORK: "network and serialization",
+}
+"""Each kind of work in words, for sentences."""
+
 REMEDIES: Final[Mapping[Bottleneck, tuple[str, ...]]] = {
     Bottleneck.COMPUTE: (
         "batch requests on the accelerator",
@@ -268,11 +276,13 @@ def classify(
     largest = max(
         _candidates(stages, kinds, "tail").items(), key=lambda item: item[1], default=None
     )
-    reason = f"no kind of work is {_percent(DOMINANT_SHARE)} of the slowest 1% or of all requests"
+    reason = (
+        f"no kind of work is {_percent(DOMINANT_SHARE)} or more of the slowest 1% or of all "
+        f"requests and {LEAD * 100:.0f} points ahead of the next"
+    )
     if largest is not None:
-        name = LABELS[largest[0]] if isinstance(largest[0], Bottleneck) else largest[0]
-        reason += f" with a lead of {_percent(LEAD)}; largest in the slowest 1%: {name} at "
-        reason += _percent(largest[1])
+        name = WORK[largest[0]] if isinstance(largest[0], Bottleneck) else largest[0]
+        reason += f"; the largest in the slowest 1% is {name} at {_percent(largest[1])}"
     return Classification(Bottleneck.BALANCED, requests, (), None, None, None, reason)
 
 

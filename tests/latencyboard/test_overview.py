@@ -259,6 +259,7 @@ def test_overview_page_shows_the_window_the_sparkline_and_the_class(client, seed
     assert "no requests in the last 24 hours" in body
     assert '<span class="badge badge-compute">compute-bound</span>' in body
     assert "batch requests on the accelerator" in body
+    assert "Too little data: 0 requests, 50 needed, over the last " in body  # recommender
     assert "their-secret-service" not in body
     assert "<script>" not in body
     assert " onclick=" not in body
