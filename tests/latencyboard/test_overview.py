@@ -22,6 +22,7 @@ from latencyboard.dashboards.overview_queries import WINDOWS, overview
 from latencyboard.dashboards.templatetags.dashboards import sparkline
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import Resolution, Rollup, StageShare
+from latencyboard.rollups.windows import floor_to
 from latencyboard.sketch import Sketch
 from latencyboard.sla.models import Objective, SlaMinute
 from tests.factories import make_team, make_user
@@ -76,9 +77,14 @@ def seed_rollups(pipeline: Pipeline, end: dt.datetime = END) -> None:
     Rollup.objects.bulk_create(rows)
 
 
-def seed_shares(pipeline: Pipeline, end: dt.datetime, **self_ms: tuple[float, float]) -> None:
-    """The same sums in the hour row of ``end``'s hour and a minute row 10 minutes before."""
-    rows = ((Resolution.HOUR, end.replace(minute=0)), (Resolution.MINUTE, end - 10 * MINUTE))
+def seed_shares(
+    pipeline: Pipeline, end: dt.datetime, minutes: bool = True, **self_ms: tuple[float, float]
+) -> None:
+    """The same sums in the hour row of ``end``'s hour and (``minutes``) a minute row 10
+    minutes before ``end``."""
+    rows = [(Resolution.HOUR, end.replace(minute=0))]
+    if minutes:
+        rows.append((Resolution.MINUTE, end - 10 * MINUTE))
     for resolution, start in rows:
         StageShare.objects.bulk_create(
             StageShare(
@@ -108,6 +114,9 @@ def seed(end: dt.datetime) -> dict:
     seed_rollups(fraud, end)
     Rollup.objects.bulk_create([rollup(secret, Resolution.MINUTE, end - MINUTE, [1.0])])
     seed_shares(fraud, end, model_forward=(5800.0, 71.0), feature_hydration=(4200.0, 29.0))
+    # Feature-bound a day and a half earlier: inside the 7-day window only.
+    before = end - 36 * HOUR
+    seed_shares(fraud, before, False, model_forward=(10.0, 1.0), feature_hydration=(90.0, 9.0))
     seed_shares(secret, end, queue_wait=(100.0, 100.0))
     objective = Objective.objects.create(
         team=ours,
@@ -263,6 +272,22 @@ def test_overview_page_shows_the_window_the_sparkline_and_the_class(client, seed
     assert "their-secret-service" not in body
     assert "<script>" not in body
     assert " onclick=" not in body
+
+
+@pytest.mark.django_db
+def test_overview_page_names_the_last_change_of_class(client, seeded_now):
+    client.force_login(seeded_now["member"])
+
+    last_day = client.get("/", {"window": "24h"}).content.decode()
+    last_week = client.get("/", {"window": "7d"}).content.decode()
+
+    # the 7-day history has 6-hour buckets (from midnight UTC): the change is in this one
+    bucket = floor_to(timezone.now().replace(second=0, microsecond=0), 6 * HOUR)
+    assert "No change of class over the last 24 hours." in last_day
+    assert (
+        "Changed from feature-bound to compute-bound at "
+        f'<time datetime="{bucket.isoformat()}">{bucket:%b} {bucket.day} {bucket:%H:%M}</time> UTC.'
+    ) in last_week
 
 
 @pytest.mark.django_db
