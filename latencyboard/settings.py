@@ -13,6 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from latencyboard.dashboards.bottleneck import parse_stage_kinds
 from latencyboard.env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -215,6 +216,12 @@ ROLLUP_DAY_DAYS = env_int("ROLLUP_DAY_DAYS", 400, minimum=1)
 # Stage shares of a minute are computed this long after it ends, so that the spans of its
 # requests have arrived; spans stored later are left out of the shares (not of the rollups).
 STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)
+# The kind of work of stages whose names do not say it (model_forward is compute by its name),
+# for the bottleneck class: "stage=kind,…" with kinds compute, feature, queue and network.
+try:
+    BOTTLENECK_STAGE_KINDS = parse_stage_kinds(env_str("BOTTLENECK_STAGE_KINDS", ""))
+except ValueError as exc:
+    raise ImproperlyConfigured(f"BOTTLENECK_STAGE_KINDS: {exc}") from exc
 
 INGEST_HTTP_PORT = env_int("INGEST_HTTP_PORT", 4318, minimum=1, maximum=65535)
 INGEST_GRPC_PORT = env_int("INGEST_GRPC_PORT", 4317, minimum=1, maximum=65535)

@@ -1,5 +1,6 @@
 """REST API of the pipeline page's charts that no other app serves: the stage breakdown over
-time, deployment markers and the breakdown by attribute. Another team's pipeline is a 404."""
+time, the bottleneck class, deployment markers and the breakdown by attribute. Another team's
+pipeline is a 404."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from latencyboard.dashboards import attribute_queries, queries
+from latencyboard.dashboards.bottleneck_queries import bottlenecks
 from latencyboard.dashboards.serializers import (
     AttributeBreakdownSerializer,
     AttributeQuerySerializer,
+    BottleneckQuerySerializer,
+    BottleneckSerializer,
     DeploymentsSerializer,
     StageBreakdownSerializer,
     WindowQuerySerializer,
@@ -70,6 +74,26 @@ class StageBreakdownView(APIView):
             queries.share_series(pipeline, start, end, params["step"]),
         )
         return Response(StageBreakdownSerializer(breakdown).data)
+
+
+class BottleneckView(APIView):
+    """What kind of work a pipeline's slow requests wait on."""
+
+    @extend_schema(
+        operation_id="pipeline_bottleneck",
+        summary="Bottleneck class of a pipeline",
+        description="Compute-, feature-, queue- or network/serialization-bound when one kind "
+        "of work dominates the stage self time of the slowest 1% (else of all requests) over "
+        "the window; balanced or unclassified otherwise. With the shares behind it, the usual "
+        "remedies, and the last change of class between buckets of `step`.",
+        parameters=[BottleneckQuerySerializer],
+        responses={200: BottleneckSerializer, 400: _INVALID, 404: _NOT_FOUND},
+    )
+    def get(self, request: Request, pipeline_id: int) -> Response:
+        pipeline = _pipeline(request, pipeline_id)
+        params = _params(BottleneckQuerySerializer, request)
+        found = bottlenecks([pipeline], params["start"], params["end"], params["step"])
+        return Response(BottleneckSerializer(found[pipeline.pk]).data)
 
 
 class DeploymentsView(APIView):

@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from latencyboard.dashboards import bottleneck
 from latencyboard.rollups import windows
 from latencyboard.rollups.queries import DEFAULT_QUANTILES
 from latencyboard.rollups.serializers import END_TO_END_STAGE
@@ -37,6 +38,25 @@ class WindowQuerySerializer(serializers.Serializer[Any]):
         except ValueError as exc:
             raise serializers.ValidationError({"end": [str(exc)]}) from exc
         attrs["start"], attrs["end"] = start, end
+        return attrs
+
+
+class BottleneckQuerySerializer(WindowQuerySerializer):
+    """A window and the ``step`` of the class's history: steps under an hour read minute
+    rows, kept for days only, so they are for windows of at most a day."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        if attrs["step"] < dt.timedelta(hours=1) and attrs["end"] - attrs["start"] > dt.timedelta(
+            days=1
+        ):
+            raise serializers.ValidationError(
+                {"step": ["A step under an hour is for windows of at most a day."]}
+            )
+        if (attrs["end"] - attrs["start"]) / attrs["step"] > windows.MAX_POINTS:
+            raise serializers.ValidationError(
+                {"step": [f"At most {windows.MAX_POINTS} steps in the window."]}
+            )
         return attrs
 
 
@@ -161,3 +181,61 @@ class AttributeBreakdownSerializer(serializers.Serializer[Any]):
     )
     max_values = serializers.IntegerField()
     groups = AttributeGroupSerializer(many=True)
+
+
+class BottleneckChangeSerializer(serializers.Serializer[Any]):
+    at = serializers.DateTimeField(help_text="Start of the first bucket with the new class.")
+    before = serializers.CharField(help_text="The class before, a value of `bottleneck`.")
+    after = serializers.CharField(help_text="The class from `at` on, a value of `bottleneck`.")
+    before_label = serializers.CharField()
+    after_label = serializers.CharField()
+
+
+class BottleneckSerializer(serializers.Serializer[Any]):
+    """A pipeline's bottleneck class over the window, what justifies it, and its last change."""
+
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    step_seconds = serializers.SerializerMethodField(
+        help_text="Bucket length of the history the change is looked for in."
+    )
+    bottleneck = serializers.ChoiceField(
+        source="classification.bottleneck",
+        choices=[b.value for b in bottleneck.Bottleneck],
+        help_text="compute, feature, queue or network; balanced when no kind of work "
+        "dominates; unclassified with too little data or a dominant stage of no known kind.",
+    )
+    # Declared fields leave the class body (DRF's metaclass), so this shadows no Field.label.
+    label = serializers.CharField(source="classification.label")  # type: ignore[assignment]
+    requests = serializers.IntegerField(source="classification.requests")
+    stages = serializers.ListField(
+        source="classification.stages",
+        child=serializers.CharField(),
+        help_text="The stages of the class, largest share of the slowest 1% first.",
+    )
+    share_tail = serializers.FloatField(
+        source="classification.share_tail",
+        allow_null=True,
+        help_text="The class's share of the slowest 1%'s self time, 0 to 1.",
+    )
+    share_all = serializers.FloatField(
+        source="classification.share_all",
+        allow_null=True,
+        help_text="The class's share of all requests' self time, 0 to 1.",
+    )
+    decided_by = serializers.ChoiceField(
+        source="classification.cohort",
+        choices=["tail", "all"],
+        allow_null=True,
+        help_text="The requests whose shares decided: the slowest 1% (tail) or all.",
+    )
+    reason = serializers.CharField(source="classification.reason")
+    remedies = serializers.ListField(
+        source="classification.remedies", child=serializers.CharField()
+    )
+    change = BottleneckChangeSerializer(
+        allow_null=True, help_text="The last change of class between buckets; null for none."
+    )
+
+    def get_step_seconds(self, instance: Any) -> int:
+        return int(instance.step.total_seconds())

@@ -10,6 +10,11 @@ urlpatterns = [
         name="api-pipeline-stage-breakdown",
     ),
     path(
+        "api/pipelines/<int:pipeline_id>/bottleneck/",
+        api.BottleneckView.as_view(),
+        name="api-pipeline-bottleneck",
+    ),
+    path(
         "api/pipelines/<int:pipeline_id>/deployments/",
         api.DeploymentsView.as_view(),
         name="api-pipeline-deployments",

@@ -7,8 +7,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 
 from latencyboard.dashboards import attribute_queries, queries
+from latencyboard.dashboards.bottleneck_queries import bottlenecks
+from latencyboard.dashboards.overview_queries import WINDOWS as OVERVIEW_WINDOWS
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.queries import END_TO_END
 from latencyboard.rollups.serializers import quantile_key
@@ -33,6 +36,9 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
     except Pipeline.DoesNotExist:
         raise Http404("No such pipeline in your teams.") from None
     pk = page.pipeline.pk
+    day = OVERVIEW_WINDOWS["24h"]
+    start, end = day.bounds(timezone.now())
+    bottleneck = bottlenecks([page.pipeline], start, end, day.history_step)[pk]
     config = {
         "pipeline": {"id": pk, "name": str(page.pipeline)},
         "stages": [{"id": stage.id, "name": stage.name} for stage in page.stages],
@@ -71,5 +77,7 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
             "config": config,
             "windows": WINDOWS,
             "retention_days": settings.RETENTION_DAYS,
+            "bottleneck": bottleneck,
+            "bottleneck_window": day.label,
         },
     )

@@ -7,7 +7,7 @@ the counters keep them, so :class:`~latencyboard.sla.attainment.WindowBudget` re
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import reduce
 from operator import or_
 
@@ -118,6 +118,54 @@ def window_budget(objective: Objective, now: dt.datetime) -> maths.WindowBudget:
     return maths.WindowBudget(
         window, maths.budget(kept.good, kept.total, objective.target_percent), left_out
     )
+
+
+def budgets(
+    objectives: Sequence[Objective], windows: Mapping[int, tuple[dt.datetime, dt.datetime]]
+) -> dict[int, maths.Budget]:
+    """Attainment and error budget of each objective over its own window ``windows[pk]`` (whole
+    minutes, ``[start, end)``), without the minutes of its maintenance windows, by objective id.
+
+    For many objectives at once (the overview): one read of the maintenance windows and one
+    sum of the counters, whatever the number of objectives.
+    """
+    if not objectives:
+        return {}
+    earliest = min(start for start, _ in windows.values())
+    latest = max(end for _, end in windows.values())
+    maintenance = list(
+        MaintenanceWindow.objects.filter(
+            Q(objective__in=objectives) | Q(pipeline__in={o.pipeline_id for o in objectives}),
+            deleted_at__isnull=True,
+            start__lt=latest,
+            end__gt=earliest,
+        ).values_list("objective_id", "pipeline_id", "start", "end")
+    )
+    conditions = []
+    for objective in objectives:
+        start, end = windows[objective.pk]
+        excluded = maths.excluded_minutes(
+            [
+                (window_start, window_end)
+                for objective_id, pipeline_id, window_start, window_end in maintenance
+                if objective_id == objective.pk or pipeline_id == objective.pipeline_id
+            ],
+            start,
+            end,
+        )
+        condition = Q(objective=objective, minute__gte=start, minute__lt=end)
+        conditions.append(condition & ~_in_ranges(excluded) if excluded else condition)
+    sums = {
+        objective_id: (int(good), int(total))
+        for objective_id, good, total in SlaMinute.objects.filter(reduce(or_, conditions))
+        .values("objective")
+        .annotate(good=Sum("good"), total=Sum("total"))
+        .values_list("objective", "good", "total")
+    }
+    return {
+        objective.pk: maths.budget(*sums.get(objective.pk, (0, 0)), objective.target_percent)
+        for objective in objectives
+    }
 
 
 def attainment(

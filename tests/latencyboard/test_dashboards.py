@@ -22,6 +22,7 @@ from ingest.writer import SpanWriter
 from latencyboard.dashboards import attribute_queries, deployments, queries, ranking
 from latencyboard.dashboards.deployments import GAP, Marker, Segment, Sighting
 from latencyboard.dashboards.models import VersionSegment, VersionWatermark
+from latencyboard.dashboards.overview_queries import WINDOWS, overview
 from latencyboard.dashboards.services import scan_versions
 from latencyboard.dashboards.tasks import scan_versions as scan_versions_task
 from latencyboard.dashboards.templatetags.dashboards import ms, percent, quantile_label
@@ -271,7 +272,7 @@ def seeded() -> dict:
 @pytest.mark.django_db
 def test_overview_figures_of_the_last_hour(seeded):
     # when the member opens the overview
-    result = queries.overview(seeded["member"], NOW)
+    result = overview(seeded["member"], NOW, WINDOWS["1h"])
 
     # then each pipeline's figures are those of its 60 minutes, merged exactly
     fraud, values = seeded["fraud"]
@@ -291,11 +292,12 @@ def test_overview_figures_of_the_last_hour(seeded):
     assert row.budget.over == row.p99_ms / 60.0 - 1
     assert row.impact == pytest.approx(30.0 * (row.p99_ms / 60.0 - 1))
     assert row.objectives[0].summary.attainment_percent == 99.0
+    assert row.objectives[0].in_window.attainment_percent == 99.0
 
 
 @pytest.mark.django_db
 def test_overview_sorts_by_impact_and_shows_pipelines_without_traffic_last(seeded):
-    result = queries.overview(seeded["member"], NOW)
+    result = overview(seeded["member"], NOW, WINDOWS["1h"])
 
     names = [row.pipeline.service_name for row in result.pipelines]
     recs = result.pipelines[1]
@@ -307,7 +309,7 @@ def test_overview_sorts_by_impact_and_shows_pipelines_without_traffic_last(seede
 
 @pytest.mark.django_db
 def test_overview_shows_an_outsider_nothing_of_another_team(seeded):
-    result = queries.overview(seeded["outsider"], NOW)
+    result = overview(seeded["outsider"], NOW, WINDOWS["1h"])
 
     assert [row.pipeline for row in result.pipelines] == [seeded["secret"]]
     assert result.pipelines[0].objectives == ()

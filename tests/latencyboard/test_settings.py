@@ -49,8 +49,9 @@ def test_production_refuses_to_start_without_a_required_setting(missing):
         ("RETENTION_DAYS", "thirty", "is not an integer"),
         ("INGEST_HTTP_PORT", "99999", "above the maximum"),
         ("DATABASE_URL", "mysql://x@y/z", "must point at PostgreSQL"),
+        ("BOTTLENECK_STAGE_KINDS", "xgb_score=gpu", "'xgb_score=gpu' is not stage=kind"),
     ],
-    ids=["debug", "retention", "port", "not-postgres"],
+    ids=["debug", "retention", "port", "not-postgres", "stage-kind"],
 )
 def test_malformed_values_are_configuration_errors(name, value, message):
     result = _manage({**PRODUCTION, name: value}, "check")
