@@ -8,6 +8,7 @@ variable.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -65,6 +66,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
+    "axes",
     "latencyboard.teams",
     "latencyboard.pipelines",
     "latencyboard.spans",
@@ -83,6 +85,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "latencyboard.urls"
@@ -109,6 +113,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    # First: refuses (and counts) logins of a locked-out username from the same address.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -153,6 +162,28 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+
+# ----- Login throttling --------------------------------------------------------------------------
+# After LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, /login/ and
+# /admin/login/ answer 429 with the lockout page until LOGIN_COOLOFF_MINUTES have passed since
+# the last failure (failures while locked out restart the wait). Attempts are rows in the
+# database, so every web process sees them.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+# The client address is the socket's peer unless proxies are declared: X-Forwarded-For is
+# trusted only then, or anyone could pick a fresh address per guess. Each proxy appends the
+# address it saw, so the header holds the client and then every proxy but the last (whose
+# address is the peer); a header of any other length falls back to the peer.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
+if TRUSTED_PROXY_COUNT:
+    AXES_IPWARE_PROXY_ORDER = "left-most"
+    AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT - 1
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
