@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "latencyboard.sla",
     "latencyboard.dashboards",
     "latencyboard.local",
+    "latencyboard.apitokens",
     "ingest",
 ]
 
@@ -186,10 +187,15 @@ if TRUSTED_PROXY_COUNT:
     AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
 
 REST_FRAMEWORK = {
+    # Bearer first: a refused token (or no credentials at all) answers 401 with its challenge.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "latencyboard.apitokens.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "latencyboard.apitokens.authentication.TokenScopeAllows",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {

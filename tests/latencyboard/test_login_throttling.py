@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import F
 from django.test import Client
 
@@ -25,13 +27,12 @@ LOGIN_PAGES = [
 
 def _staff_user():
     user = make_user(make_team(), password=PASSWORD)
-    user.is_staff = True
-    user.save()
+    get_user_model().objects.filter(pk=user.pk).update(is_staff=True)
     return user
 
 
 def _log_in(
-    url: str, username: str, password: str, address: str = ATTACKER, **headers: str
+    url: str, username: str, password: str, address: str = ATTACKER, **headers: Any
 ) -> tuple[Client, int]:
     client = Client(REMOTE_ADDR=address)
     response = client.post(
@@ -40,7 +41,7 @@ def _log_in(
     return client, response.status_code
 
 
-def _guess_until_locked_out(url: str, username: str, address: str = ATTACKER, **headers: str):
+def _guess_until_locked_out(url: str, username: str, address: str = ATTACKER, **headers: Any):
     return [
         _log_in(url, username, WRONG, address, **headers)[1]
         for _ in range(settings.AXES_FAILURE_LIMIT)
