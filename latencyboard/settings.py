@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "axes",
+    "csp",
     "latencyboard.teams",
     "latencyboard.pipelines",
     "latencyboard.spans",
@@ -86,6 +87,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last, as django-axes requires: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -164,7 +166,7 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 
-# ----- Login throttling --------------------------------------------------------------------------
+# ----- Login throttling and Content-Security-Policy ----------------------------------------------
 # After LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, /login/ and
 # /admin/login/ answer 429 with the lockout page until LOGIN_COOLOFF_MINUTES have passed since
 # the last failure (failures while locked out restart the wait). Attempts are rows in the
@@ -185,6 +187,26 @@ if TRUSTED_PROXY_COUNT:
     AXES_IPWARE_PROXY_ORDER = "left-most"
     AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT - 1
     AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+
+# No inline script anywhere: pages pass data to their static scripts in json_script blocks
+# and data- attributes. Styles need 'unsafe-inline': plotly.js inserts <style> elements (its
+# global rules, per-chart modebar rules under generated ids, MapLibre's CSS) and sets style
+# attributes through d3; its "no-inline-styles" opt-out needs its compiled CSS, which the
+# plotly package does not ship. 'self' also matches ws:/wss: to this host (CSP Level 3).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 REST_FRAMEWORK = {
     # Bearer first: a refused token (or no credentials at all) answers 401 with its challenge.
