@@ -27,6 +27,11 @@ document.addEventListener("securitypolicyviolation", (e) => {
 # /api/docs/ is left out while Redoc comes from a CDN (the sandbox has no way out to it); it
 # has a policy of its own in latencyboard/urls.py.
 CHART = ".main-svg"
+OPEN_LIVE_SOCKET = """() => new Promise((done) => {
+  const socket = new WebSocket(`ws://${location.host}/ws/live/`);
+  socket.onmessage = (event) => { done(event.data); socket.close(); };
+  socket.onerror = () => done("error");
+})"""
 
 
 def watch(page: Any) -> list[str]:
@@ -90,6 +95,10 @@ def test_every_page_draws_its_charts_without_a_csp_violation(page, live_web, dem
     }
     for path, ready in pages.items():
         found[path] = visit(page, live_web, path, ready, problems)
+    # and the last page opens the live socket of this host, as live updates do
+    first_message = page.evaluate(OPEN_LIVE_SOCKET)
 
-    # then none had a violation or a script error
+    # then none had a violation or a script error, and the socket spoke
     assert found == {path: [] for path in found}
+    assert page.evaluate("window.__violations") == []
+    assert '"type": "hello"' in first_message
