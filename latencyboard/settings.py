@@ -8,6 +8,7 @@ variable.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -66,6 +67,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
+    "axes",
+    "csp",
     "latencyboard.teams",
     "latencyboard.pipelines",
     "latencyboard.spans",
@@ -73,6 +76,7 @@ INSTALLED_APPS = [
     "latencyboard.sla",
     "latencyboard.dashboards",
     "latencyboard.local",
+    "latencyboard.apitokens",
     "ingest",
 ]
 
@@ -84,6 +88,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "latencyboard.urls"
@@ -110,6 +117,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    # First: refuses (and counts) logins of a locked-out username from the same address.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -155,11 +167,58 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 
+# ----- Login throttling and Content-Security-Policy ----------------------------------------------
+# After LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, /login/ and
+# /admin/login/ answer 429 with the lockout page until LOGIN_COOLOFF_MINUTES have passed since
+# the last failure (failures while locked out restart the wait). Attempts are rows in the
+# database, so every web process sees them.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+# The client address is the socket's peer unless proxies are declared: X-Forwarded-For is
+# trusted only then, or anyone could pick a fresh address per guess. Each proxy appends the
+# address it saw, so the header holds the client and then every proxy but the last (whose
+# address is the peer); a header of any other length falls back to the peer.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
+if TRUSTED_PROXY_COUNT:
+    AXES_IPWARE_PROXY_ORDER = "left-most"
+    AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT - 1
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+
+# No inline script anywhere: pages pass data to their static scripts in json_script blocks
+# and data- attributes. Styles need 'unsafe-inline': plotly.js inserts <style> elements (its
+# global rules, per-chart modebar rules under generated ids, MapLibre's CSS) and sets style
+# attributes through d3; its "no-inline-styles" opt-out needs its compiled CSS, which the
+# plotly package does not ship. 'self' also matches ws:/wss: to this host (CSP Level 3).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
 REST_FRAMEWORK = {
+    # Bearer first: a refused token (or no credentials at all) answers 401 with its challenge.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "latencyboard.apitokens.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "latencyboard.apitokens.authentication.TokenScopeAllows",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 SPECTACULAR_SETTINGS = {

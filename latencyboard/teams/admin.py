@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
@@ -9,6 +7,7 @@ from django.http import HttpRequest
 
 from latencyboard.teams import services
 from latencyboard.teams.models import IngestToken, Membership, Team
+from latencyboard.web.admin import IssueOnceAdmin
 
 
 class MembershipInline(admin.TabularInline):
@@ -26,7 +25,7 @@ class TeamAdmin(admin.ModelAdmin):
 
 
 @admin.register(IngestToken)
-class IngestTokenAdmin(admin.ModelAdmin):
+class IngestTokenAdmin(IssueOnceAdmin):
     list_display = ["name", "team", "prefix", "created_at", "created_by", "revoked_at"]
     list_filter = ["team", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "prefix", "team__name"]
@@ -47,10 +46,7 @@ class IngestTokenAdmin(admin.ModelAdmin):
             return []
         return ["team", *self.readonly_fields]
 
-    def save_model(self, request: HttpRequest, obj: IngestToken, form: Any, change: bool) -> None:
-        if change:
-            super().save_model(request, obj, form, change)
-            return
+    def issue(self, request: HttpRequest, obj: IngestToken) -> str:
         issued = services.issue_ingest_token(
             obj.team,
             obj.name,
@@ -59,11 +55,7 @@ class IngestTokenAdmin(admin.ModelAdmin):
         )
         obj.pk = issued.token.pk
         obj.prefix, obj.digest = issued.token.prefix, issued.token.digest
-        messages.warning(
-            request,
-            f"Ingest token for {obj.team}: {issued.plaintext} — "
-            "copy it now, it is not shown again.",
-        )
+        return issued.plaintext
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[IngestToken]) -> None:

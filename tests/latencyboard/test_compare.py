@@ -273,7 +273,7 @@ def test_an_outsider_gets_404_and_nothing_of_the_pipeline(client, demo):
 def test_an_anonymous_caller_is_refused(client, demo):
     response = client.get(URL, windows_query(demo))
 
-    assert response.status_code == 403
+    assert response.status_code == 401
 
 
 def test_another_pipelines_spans_never_count(client, demo):

@@ -392,14 +392,14 @@ def test_member_lists_their_pipelines_with_stages_and_team(client, dataset):
 def test_anonymous_visitor_is_refused_the_list(client, dataset):
     response = client.get("/api/pipelines/")
 
-    assert response.status_code == 403
+    assert response.status_code == 401
     assert b"fraud-scorer" not in response.content
 
 
 def test_anonymous_visitor_is_refused_the_percentiles(client, dataset):
     response = client.get(url(dataset.pipeline.pk), {"window": "1h"})
 
-    assert response.status_code == 403
+    assert response.status_code == 401
     assert b"fraud-scorer" not in response.content
 
 

@@ -601,7 +601,7 @@ def test_anonymous_is_refused(client, scene):
         client.delete(f"/api/slas/{objective.pk}/"),
     ]
 
-    assert [r.status_code for r in responses] == [403] * 5
+    assert [r.status_code for r in responses] == [401] * 5
     assert list(Objective.objects.all()) == [objective]
 
 

@@ -66,23 +66,29 @@ def test_user_without_team_sees_no_pipelines(client):
     assert "not a member of any team" in page
 
 
-def test_admin_creates_token_and_sees_it_once(admin_client):
+def test_admin_creates_token_and_sees_it_once_outside_any_cookie(admin_client):
     # given a team
     team = make_team()
 
     # when an admin adds an ingest token
     response = admin_client.post(
-        "/admin/teams/ingesttoken/add/", {"team": team.pk, "name": "prod collector"}, follow=True
+        "/admin/teams/ingesttoken/add/", {"team": team.pk, "name": "prod collector"}
     )
 
-    # then the plaintext is shown in that response and matches the stored hash
-    shown = re.search(r"(lb_[A-Za-z0-9_\-]{43})", response.content.decode())
+    # then the response itself shows the plaintext once, and it matches the stored hash
+    body = response.content.decode()
+    shown = re.search(r"(lb_[A-Za-z0-9_\-]{43})", body)
+    assert response.status_code == 200
     assert shown is not None
+    assert body.count(shown.group(1)) == 1
     token = IngestToken.objects.get(team=team)
     assert token.digest == tokens.digest(shown.group(1))
-    # and the token's own page does not show it again
-    page = admin_client.get(f"/admin/teams/ingesttoken/{token.pk}/change/").content.decode()
-    assert shown.group(1) not in page
+    # and no cookie carries it (Django's message cookie is signed, not encrypted)
+    assert shown.group(1) not in str(response.cookies)
+    assert "messages" not in response.cookies
+    # and neither the list nor the token's own page shows it again
+    for url in ["/admin/teams/ingesttoken/", f"/admin/teams/ingesttoken/{token.pk}/change/"]:
+        assert shown.group(1) not in admin_client.get(url).content.decode()
 
 
 def test_admin_revokes_tokens(admin_client):

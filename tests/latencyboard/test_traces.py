@@ -449,8 +449,8 @@ def test_search_api_hides_other_teams_pipelines_and_stages(client, scene):
 
 
 def test_the_api_needs_a_login(client, scene):
-    assert client.get("/api/traces/").status_code == 403
-    assert client.get(f"/api/traces/{hex_of(1)}/").status_code == 403
+    assert client.get("/api/traces/").status_code == 401
+    assert client.get(f"/api/traces/{hex_of(1)}/").status_code == 401
 
 
 # ----- exemplars ----------------------------------------------------------------------------
