@@ -1,6 +1,5 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
@@ -19,7 +18,9 @@ urlpatterns = [
     path("compare/", include("latencyboard.compare.urls")),
     path("api/", include("latencyboard.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-docs"),
+    path(
+        "api/docs/",
+        SpectacularRedocView.as_view(url_name="api-schema", template_name="api/docs.html"),
+        name="api-docs",
+    ),
 ]
-
-urlpatterns += staticfiles_urlpatterns()
