@@ -26,7 +26,7 @@ class CollectedStaticStorage(CompressedManifestStaticFilesStorage):
 
     def compress_files(self, paths: Iterable[str]) -> Iterator[tuple[str, str]]:
         pending = [path for path in paths if not self.exists(f"{path}.gz")]
-        return super().compress_files(pending)  # type: ignore[no-any-return]
+        return super().compress_files(pending)
 
     def create_compressor(self, **kwargs: Any) -> Compressor:
         skipped = kwargs.pop("extensions", None) or Compressor.SKIP_COMPRESS_EXTENSIONS
