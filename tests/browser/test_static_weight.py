@@ -108,7 +108,7 @@ def test_pipeline_page_weighs_little_first_and_almost_nothing_again(
     received: list[int] = []
     cdp.on("Network.loadingFinished", lambda event: received.append(event["encodedDataLength"]))
     responses: list = []
-    page.on("response", responses.append)
+    page.on("response", lambda response: responses.append(response))
     url = f"{made_run_web.url}/pipelines/{fraud.pk}/"
 
     page.goto(url)
