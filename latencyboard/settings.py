@@ -63,9 +63,12 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: `manage.py runserver` leaves static files to WhiteNoise too.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "axes",
     "csp",
@@ -140,17 +143,29 @@ STATICFILES_FINDERS = [
     "latencyboard.web.finders.PlotlyFinder",
 ]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# WhiteNoise serves the static files in every mode. Collected (production, and `make run`,
+# which collects into var/ first): hashed names cached for a year, precompressed gzip and
+# brotli. Not collected (tests, a bare runserver): the sources as they are, edits seen at once.
+STATIC_COLLECTED = env_bool("STATIC_COLLECTED", not DEBUG)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "latencyboard.web.storage.CollectedStaticStorage"
+        if STATIC_COLLECTED
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
-if not DEBUG:
-    # Served by WhiteNoise from STATIC_ROOT in production; Django serves them in DEBUG.
-    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+# Dynamic responses (the charts' JSON is most of a repeat visit) are gzipped too; Django pads
+# each one with random bytes against BREACH and masks CSRF tokens.
+MIDDLEWARE[1:1] = [
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.middleware.gzip.GZipMiddleware",
+]
+WHITENOISE_AUTOREFRESH = not STATIC_COLLECTED
+WHITENOISE_USE_FINDERS = not STATIC_COLLECTED
+WHITENOISE_KEEP_ONLY_HASHED_FILES = True
+# /favicon.ico and other files browsers ask for at the root.
+WHITENOISE_ROOT = BASE_DIR / "latencyboard" / "web" / "root"
 
 # Production hardening: on by default whenever DEBUG is off; a TLS-terminating proxy in front
 # sets X-Forwarded-Proto, which SECURE_PROXY_SSL_HEADER trusts only when asked to.
@@ -225,6 +240,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "latencyboard API",
     "DESCRIPTION": "Per-stage latency percentiles, SLAs and traces of ML inference pipelines.",
     "VERSION": "0.1.0",
+    # Redoc from the installed sidecar package: the docs work offline and load nothing external.
+    "REDOC_DIST": "SIDECAR",
 }
 
 CHANNEL_LAYERS = {

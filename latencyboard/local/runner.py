@@ -109,6 +109,14 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
+def collect_static(env: dict[str, str], var_dir: Path) -> None:
+    """Collect static files into var/ and have the web serve them as in production: hashed
+    names cached for a year, precompressed gzip and brotli (Plotly alone is 4.9 MB raw)."""
+    env["STATIC_ROOT"] = str(var_dir / "static")
+    env["STATIC_COLLECTED"] = "true"
+    _manage(env, "collectstatic", "--noinput")
+
+
 def run(demo: bool, bind: str) -> int:
     env = dict(os.environ)
     var_dir = Path(env.get("LATENCYBOARD_VAR_DIR", BASE_DIR / "var")).resolve()
@@ -148,6 +156,7 @@ def run(demo: bool, bind: str) -> int:
 
         _manage(env, "migrate", "--noinput")
         credentials = json.loads(_manage(env, "bootstrap_local"))
+        collect_static(env, var_dir)
 
         python = sys.executable
         children = [

@@ -1,4 +1,8 @@
-"""Serve Plotly.js from the installed ``plotly`` package: no CDN, and one version to upgrade."""
+"""Serve the full Plotly.js bundle from the installed ``plotly`` package: no CDN.
+
+Only the trace page needs it (its icicle); the other pages load the basic bundle vendored in
+``static/vendor/``, at the same plotly.js version (a test checks).
+"""
 
 from __future__ import annotations
 

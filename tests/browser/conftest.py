@@ -59,11 +59,8 @@ class LiveWeb:
     url: str
 
 
-@pytest.fixture(scope="session")
-def live_web(
-    child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LiveWeb]:
-    """The ASGI web app under uvicorn, as `make run` starts it, on the test database."""
+def serve_web(env: dict[str, str], log_path: Path) -> Iterator[LiveWeb]:
+    """The ASGI web app under uvicorn, as `make run` starts it, until the generator closes."""
     port = free_port()
     running = start_process(
         [
@@ -79,12 +76,20 @@ def live_web(
             "off",
             "--no-access-log",
         ],
-        child_env,
-        tmp_path_factory.mktemp("web") / "web.log",
+        env,
+        log_path,
         ready_port=port,
     )
     yield LiveWeb(f"http://127.0.0.1:{port}")
     stop_process(running)
+
+
+@pytest.fixture(scope="session")
+def live_web(
+    child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveWeb]:
+    """The web app on the test database, serving the static sources as they are."""
+    yield from serve_web(child_env, tmp_path_factory.mktemp("web") / "web.log")
 
 
 @pytest.fixture(scope="session")

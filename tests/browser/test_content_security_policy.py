@@ -24,8 +24,8 @@ document.addEventListener("securitypolicyviolation", (e) => {
   window.__violations.push(`${e.violatedDirective} ${e.blockedURI} ${where} ${e.sample}`);
 });
 """
-# /api/docs/ is left out while Redoc comes from a CDN (the sandbox has no way out to it); it
-# has a policy of its own in latencyboard/urls.py.
+# /api/docs/ has a policy of its own (latencyboard/urls.py) and its own offline browser test
+# (tests/browser/test_static_weight.py).
 CHART = ".main-svg"
 OPEN_LIVE_SOCKET = """() => new Promise((done) => {
   const socket = new WebSocket(`ws://${location.host}/ws/live/`);
@@ -35,14 +35,12 @@ OPEN_LIVE_SOCKET = """() => new Promise((done) => {
 
 
 def watch(page: Any) -> list[str]:
-    """Console errors and uncaught exceptions of ``page`` from now on, but for the browser's
-    own request for a favicon (the product has none)."""
+    """Console errors and uncaught exceptions of ``page`` from now on."""
     problems: list[str] = []
 
     def on_console(message: Any) -> None:
-        url = message.location["url"]
-        if message.type == "error" and not url.endswith("/favicon.ico"):
-            problems.append(f"{message.text} {url}")
+        if message.type == "error":
+            problems.append(f"{message.text} {message.location['url']}")
 
     page.on("console", on_console)
     page.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))

@@ -361,7 +361,7 @@ def test_pipeline_page_for_a_member(client, seeded):
     assert response.status_code == 200
     assert "fraud-scorer" in body
     assert 'id="chart-percentiles"' in body
-    assert "/static/vendor/plotly.min.js" in body
+    assert "/static/vendor/plotly-basic.min.js" in body
     assert "model_forward" in body  # in the page's config
 
 
