@@ -67,6 +67,7 @@ class _Source:
     profile: profiles.Pipeline
     table: synthetic.TemplateTable
     encoder: synthetic.CopyEncoder
+    scale: float  # of the profile's live rate
 
 
 def backfill_demo(
@@ -76,6 +77,7 @@ def backfill_demo(
     end: dt.datetime,
     now: dt.datetime,
     scale: float = 1.0,
+    requests_per_s: float | None = None,
     seed: int | None = None,
     connections: int = 2,
     progress: Callable[[BackfillProgress], None] | None = None,
@@ -83,8 +85,9 @@ def backfill_demo(
     """Write ``days`` of demo traffic ending at ``end`` for ``team``'s three demo pipelines.
 
     Rates are the live demo's times ``scale`` (1.0 is about 18 M spans a day, see
-    :func:`ingest.synthetic.expected_spans`), following the diurnal curve and the model
-    rollouts of :mod:`latencyboard.demo.profiles`. ``seed`` fixes the traffic (counts, times,
+    :func:`ingest.synthetic.expected_spans`), or ``requests_per_s`` (a daily mean) for every
+    pipeline alike when given, following the diurnal curve and the model rollouts of
+    :mod:`latencyboard.demo.profiles`. ``seed`` fixes the traffic (counts, times,
     durations, failures) but never the ids, which always come fresh from the OS: backfilling
     twice adds traffic twice and never collides. Batches are ``received_at`` ``now``.
 
@@ -95,7 +98,14 @@ def backfill_demo(
     start = end - dt.timedelta(days=days)
     rng = np.random.default_rng(seed)
     id_rng = np.random.default_rng()
-    sources = [_source(team, profile) for profile in profiles.PIPELINES]
+    sources = [
+        _source(
+            team,
+            profile,
+            scale if requests_per_s is None else requests_per_s / profile.requests_per_s,
+        )
+        for profile in profiles.PIPELINES
+    ]
     tally = _Tally(start, time.perf_counter(), progress)
     with ConnectionPool(
         conninfo(), min_size=connections, max_size=connections, kwargs={"autocommit": True}
@@ -107,10 +117,7 @@ def backfill_demo(
             chunk_start = start
             while chunk_start < end:
                 chunk_end = min(chunk_start + CHUNK, end)
-                rows = [
-                    _sample(source, chunk_start, chunk_end, scale, rng, id_rng)
-                    for source in sources
-                ]
+                rows = [_sample(source, chunk_start, chunk_end, rng, id_rng) for source in sources]
                 written = executor.submit(_write_chunk, pool, team.pk, now, sources, rows)
                 pending.append((chunk_end, written))
                 chunk_start = chunk_end
@@ -155,7 +162,7 @@ class _Tally:
         )
 
 
-def _source(team: Team, profile: profiles.Pipeline) -> _Source:
+def _source(team: Team, profile: profiles.Pipeline, scale: float) -> _Source:
     """The pipeline and stage rows of ``profile`` for ``team``, created where missing.
 
     Stages are resolved as the ingest writer resolves them: the ``inference.stage`` attribute,
@@ -177,7 +184,7 @@ def _source(team: Team, profile: profiles.Pipeline) -> _Source:
     encoder = synthetic.CopyEncoder(
         table.templates, team_id=team.pk, pipeline_id=pipeline.pk, stage_ids=stage_ids
     )
-    return _Source(profile, table, encoder)
+    return _Source(profile, table, encoder, scale)
 
 
 def _days(start: dt.datetime, end: dt.datetime) -> Iterator[DayPartition]:
@@ -192,12 +199,11 @@ def _sample(
     source: _Source,
     start: dt.datetime,
     end: dt.datetime,
-    scale: float,
     rng: np.random.Generator,
     id_rng: np.random.Generator,
 ) -> synthetic.SpanRows:
     profile = source.profile
-    start_us = synthetic.arrivals(profile, _unix_us(start), _unix_us(end), scale, rng)
+    start_us = synthetic.arrivals(profile, _unix_us(start), _unix_us(end), source.scale, rng)
     share = profiles.candidate_share_at(profile, start_us / 1e6)
     batch = profiles.sample_requests(profile, len(start_us), rng, candidate_share=share)
     return synthetic.span_rows(source.table, batch, start_us, id_rng)

@@ -1,0 +1,154 @@
+"""A week of demo history on a local stack's first start, folded before the dashboard opens.
+
+A new stack would otherwise show minutes of data: 24 h and 7 d charts with a few dots at the
+right edge, no deployment marker, no version comparison, one SLA point. So on a team with
+no ingest batch yet, :func:`load_demo_history` backfills :data:`DAYS` days of the demo's
+traffic (:mod:`ingest.backfill`) and then does, at once, the catch-up work Celery beat would
+spread over minutes: the rollup fold (rollups and SLA counters), compaction into hours and
+days, the version segments behind deployment markers, and the stage shares.
+
+The history is sparser than live traffic (:data:`REQUESTS_PER_S` per pipeline instead of
+3 to 15), so that it is written and folded in well under a minute and takes a few hundred MB,
+while every hour of every pipeline still has hundreds of requests for its percentiles. It
+follows the live demo's diurnal curve and model rollouts (:mod:`latencyboard.demo.profiles`),
+so each pipeline rolls a slower model version out at least once in any week.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Final
+
+from django.db import connection
+from django.utils import timezone
+
+from ingest.backfill import BackfillProgress, backfill_demo
+from latencyboard.dashboards.services import scan_versions
+from latencyboard.rollups import compaction, services, share_services
+from latencyboard.spans.models import IngestBatch
+from latencyboard.teams.models import Team
+
+logger = logging.getLogger(__name__)
+
+DAYS: Final = 7
+REQUESTS_PER_S: Final = 0.1
+"""Per pipeline, daily mean: about 360 requests an hour (110 to 610 along the day's curve),
+some 1.3 M spans a week for the three pipelines."""
+
+_STEP_SECONDS: Final = 5.0
+# The beat's stage-share steps are 15 minutes, sized for live traffic; a sparse backlog goes
+# faster in larger ones.
+_SHARE_MINUTES_PER_STEP: Final = 240
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryResult:
+    days: int
+    spans: int
+    seconds: float
+
+
+def load_demo_history(
+    team: Team,
+    *,
+    now: dt.datetime,
+    progress: Callable[[str], None],
+    days: int = DAYS,
+    requests_per_s: float = REQUESTS_PER_S,
+) -> HistoryResult | None:
+    """Backfill ``days`` of demo traffic up to ``now`` for ``team`` and bring every derived
+    table up to date with it, reporting each step to ``progress``; None, and nothing done,
+    when the team has stored spans before (a later start reuses what the first one wrote).
+    """
+    if IngestBatch.objects.filter(team=team).exists():
+        return None
+    started = time.perf_counter()
+
+    def say(line: str) -> None:
+        progress(f"{line} ({time.perf_counter() - started:.0f} s)")
+
+    def report_day(done: BackfillProgress) -> None:
+        day = round((done.through - (now - dt.timedelta(days=days))) / dt.timedelta(days=1))
+        say(f"spans {day}/{days} days, {done.spans:,} spans")
+
+    written = backfill_demo(
+        team, days=days, end=now, now=now, requests_per_s=requests_per_s, progress=report_day
+    )
+    # The fold, the version scan and the stage shares each read the raw spans on their own;
+    # they run side by side, each in as many threads as it has concurrent workers in
+    # production (row locks with SKIP LOCKED split the work), so the database and Python
+    # overlap.
+    rollups = _Tally("rollups", "spans", written.spans, say)
+    deployments = _Tally("deployments", "version sightings", None, say)
+    shares = _Tally("stage shares", "pipeline minutes", None, say)
+    work = [
+        lambda: rollups.until_done(_fold_step),
+        lambda: deployments.until_done(_scan_step),
+        lambda: shares.until_done(_share_step),
+        lambda: shares.until_done(_share_step),
+    ]
+    with ThreadPoolExecutor(len(work), thread_name_prefix="history") as executor:
+        for future in [executor.submit(_closing_connection, job) for job in work]:
+            future.result()
+    compaction.compact_rollups(timezone.now())
+    say("rollups compacted into hours and days")
+    result = HistoryResult(days, written.spans, time.perf_counter() - started)
+    logger.info(
+        "history.loaded",
+        extra={"team": team.pk, "days": days, "spans": result.spans, "seconds": result.seconds},
+    )
+    return result
+
+
+def _fold_step() -> tuple[int, bool]:
+    fold = services.fold_until_idle(timezone.now, _STEP_SECONDS)
+    return fold.spans, bool(fold.batches)
+
+
+def _scan_step() -> tuple[int, bool]:
+    scan = scan_versions(timezone.now(), seconds=_STEP_SECONDS)
+    return scan.spans, bool(scan.behind)
+
+
+def _share_step() -> tuple[int, bool]:
+    step = share_services.compute_stage_shares(
+        timezone.now(), seconds=_STEP_SECONDS, minutes_per_step=_SHARE_MINUTES_PER_STEP
+    )
+    return step.minutes, bool(step.behind)
+
+
+def _closing_connection(job: Callable[[], None]) -> None:
+    try:
+        job()
+    finally:
+        connection.close()  # this thread's own
+
+
+@dataclass
+class _Tally:
+    """Progress of one kind of catch-up work, shared by the threads doing it."""
+
+    what: str
+    unit: str
+    total: int | None
+    say: Callable[[str], None]
+    done: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def until_done(self, step: Callable[[], tuple[int, bool]]) -> None:
+        """Call ``step`` (returning what it did and whether more is left) until nothing is."""
+        while True:
+            done, more = step()
+            with self.lock:
+                self.done += done
+                of = f"/{self.total:,}" if self.total is not None else ""
+                if done:
+                    self.say(f"{self.what} {self.done:,}{of} {self.unit}")
+            if not more:
+                return
