@@ -60,10 +60,12 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
-def _load_history(env: dict[str, str], log_path: Path) -> None:
-    """The demo history of a first start (``manage.py demo_history``), its progress relayed
-    line by line; stopped with the runner."""
+def _load_history(env: dict[str, str], days: int | None, log_path: Path) -> None:
+    """The demo history of a first start (``manage.py demo_history``, ``days`` long or its
+    default), its progress relayed line by line; stopped with the runner."""
     argv = [sys.executable, "manage.py", "demo_history", "--team", "demo"]
+    if days is not None:
+        argv += ["--days", str(days)]
     with open(log_path, "ab") as log:
         history = subprocess.Popen(
             argv,
@@ -118,7 +120,7 @@ def _children(env: dict[str, str], log_dir: Path, bind: str, demo: bool) -> list
     return [Child(name, argv, log_dir / f"{name}.log", env) for name, argv in commands.items()]
 
 
-def run(demo: bool, bind: str) -> int:
+def run(demo: bool, bind: str, history_days: int | None = None) -> int:
     env = dict(os.environ)
     var_dir = Path(env.get("LATENCYBOARD_VAR_DIR", BASE_DIR / "var")).resolve()
     log_dir = var_dir / "log"
@@ -154,8 +156,9 @@ def run(demo: bool, bind: str) -> int:
 
         _manage(env, "migrate", "--noinput")
         credentials = json.loads(_manage(env, "bootstrap_local", *(["--demo"] if demo else [])))
+        if demo and history_days != 0:
+            _load_history(env, history_days, log_dir / "history.log")
         if demo:
-            _load_history(env, log_dir / "history.log")
             env.update(
                 {
                     "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{http_port}",
@@ -232,5 +235,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m latencyboard.local", description=__doc__)
     parser.add_argument("--no-demo", action="store_true", help="do not start the demo service")
     parser.add_argument("--bind", default=os.environ.get("BIND_HOST", "127.0.0.1"))
+    parser.add_argument(
+        "--history-days",
+        type=int,
+        metavar="N",
+        help="days of demo history to backfill on first start (default a week, 0: none)",
+    )
     args = parser.parse_args()
-    sys.exit(run(demo=not args.no_demo, bind=args.bind))
+    if args.history_days is not None and args.history_days < 0:
+        parser.error("--history-days must be 0 or more")
+    sys.exit(run(demo=not args.no_demo, bind=args.bind, history_days=args.history_days))

@@ -33,7 +33,7 @@ class Command(BaseCommand):
             progress=lambda line: self.stdout.write(line),
         )
         if result is None:
-            self.stdout.write("kept: the team has stored spans already")
+            self.stdout.write("kept what an earlier start stored")
         else:
             self.stdout.write(
                 f"done: {result.days} days, {result.spans:,} spans in {result.seconds:.1f} s"
