@@ -35,12 +35,14 @@ logger = logging.getLogger(__name__)
 
 
 CHUNK = dt.timedelta(hours=1)
+BACKFILL = "backfill"
+"""The ``protocol`` of a backfilled batch."""
 _ONE_DAY = dt.timedelta(days=1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _BATCH_ROW = """
 INSERT INTO spans_ingestbatch (team_id, received_at, protocol, stored_spans, duplicate_spans,
                                rejected_spans)
-VALUES (%s, %s, 'backfill', %s, 0, 0)
+VALUES (%s, %s, %s, %s, 0, 0)
 RETURNING id
 """
 _COPY = f"COPY spans_span ({', '.join(synthetic.COPY_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
@@ -78,6 +80,7 @@ def backfill_demo(
     now: dt.datetime,
     scale: float = 1.0,
     requests_per_s: float | None = None,
+    start: dt.datetime | None = None,
     seed: int | None = None,
     connections: int = 2,
     progress: Callable[[BackfillProgress], None] | None = None,
@@ -87,15 +90,17 @@ def backfill_demo(
     Rates are the live demo's times ``scale`` (1.0 is about 18 M spans a day, see
     :func:`ingest.synthetic.expected_spans`), or ``requests_per_s`` (a daily mean) for every
     pipeline alike when given, following the diurnal curve and the model rollouts of
-    :mod:`latencyboard.demo.profiles`. ``seed`` fixes the traffic (counts, times,
-    durations, failures) but never the ids, which always come fresh from the OS: backfilling
-    twice adds traffic twice and never collides. Batches are ``received_at`` ``now``.
+    :mod:`latencyboard.demo.profiles`. ``start``, when given, replaces ``end - days`` (to
+    finish a backfill that was stopped: hours count from it). ``seed`` fixes the traffic
+    (counts, times, durations, failures) but never the ids, which always come fresh from the
+    OS: backfilling twice adds traffic twice and never collides. Batches are ``received_at``
+    ``now``.
 
     One hour is one ingest batch, written in one transaction by one of ``connections``
     concurrent connections while the next hours are sampled; an error stops the backfill with
     the hours before it stored.
     """
-    start = end - dt.timedelta(days=days)
+    start = end - dt.timedelta(days=days) if start is None else start
     rng = np.random.default_rng(seed)
     id_rng = np.random.default_rng()
     sources = [
@@ -221,7 +226,7 @@ def _write_chunk(
     if not total:
         return 0  # like live ingest: no batch without spans
     with pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-        cursor.execute(_BATCH_ROW, [team_id, received_at, total])
+        cursor.execute(_BATCH_ROW, [team_id, received_at, BACKFILL, total])
         row = cursor.fetchone()
         assert row is not None
         # Straight into the span table, not through the writer's ON CONFLICT staging: every

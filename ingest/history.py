@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from django.db import connection
+from django.db.models import Max
 from django.utils import timezone
 
-from ingest.backfill import BackfillProgress, backfill_demo
+from ingest.backfill import BACKFILL, CHUNK, BackfillProgress, backfill_demo
 from latencyboard.dashboards.services import scan_versions
 from latencyboard.rollups import compaction, services, share_services
-from latencyboard.spans.models import IngestBatch
+from latencyboard.spans.models import IngestBatch, Span
 from latencyboard.teams.models import Team
 
 logger = logging.getLogger(__name__)
@@ -65,20 +66,31 @@ def load_demo_history(
     """Backfill ``days`` of demo traffic up to ``now`` for ``team`` and bring every derived
     table up to date with it, reporting each step to ``progress``; None, and nothing done,
     when the team has stored spans before (a later start reuses what the first one wrote).
+
+    A first start stopped while writing the history is finished by the next start: the
+    hours after the last one written, up to where the first start meant to end it.
     """
-    if IngestBatch.objects.filter(team=team).exists():
+    todo = _still_to_write(team, now, days)
+    if todo is None:
         return None
+    start, end = todo
     started = time.perf_counter()
 
     def say(line: str) -> None:
         progress(f"{line} ({time.perf_counter() - started:.0f} s)")
 
     def report_day(done: BackfillProgress) -> None:
-        day = round((done.through - (now - dt.timedelta(days=days))) / dt.timedelta(days=1))
+        day = round((done.through - (end - dt.timedelta(days=days))) / dt.timedelta(days=1))
         say(f"spans {day}/{days} days, {done.spans:,} spans")
 
     written = backfill_demo(
-        team, days=days, end=now, now=now, requests_per_s=requests_per_s, progress=report_day
+        team,
+        days=days,
+        start=start,
+        end=end,
+        now=end,
+        requests_per_s=requests_per_s,
+        progress=report_day,
     )
     # The fold, the version scan and the stage shares each read the raw spans on their own;
     # they run side by side, each in as many threads as it has concurrent workers in
@@ -104,6 +116,25 @@ def load_demo_history(
         extra={"team": team.pk, "days": days, "spans": result.spans, "seconds": result.seconds},
     )
     return result
+
+
+def _still_to_write(
+    team: Team, now: dt.datetime, days: int
+) -> tuple[dt.datetime, dt.datetime] | None:
+    """``(start, end)`` of the history to write: all of it for a team without batches; the
+    hours after the last one stored when only history was stored and it stops an hour or
+    more short of its end (its batches' ``received_at``); else None."""
+    batches = IngestBatch.objects.filter(team=team)
+    if not batches.exists():
+        return now - dt.timedelta(days=days), now
+    if batches.exclude(protocol=BACKFILL).exists():
+        return None  # live traffic followed the history: that start got past it
+    end = batches.aggregate(end=Max("received_at"))["end"]
+    last = Span.objects.filter(team=team, is_root=True).aggregate(last=Max("start_time"))["last"]
+    if end is None or last is None or end - last < CHUNK:
+        return None
+    # The history's hours count back from its end; the one holding ``last`` is stored whole.
+    return end - (end - last) // CHUNK * CHUNK, end
 
 
 def _fold_step() -> tuple[int, bool]:

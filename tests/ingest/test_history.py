@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
+from ingest.backfill import backfill_demo
 from ingest.history import load_demo_history
 from latencyboard.dashboards.deployments import Marker
 from latencyboard.dashboards.queries import deployment_markers
@@ -119,3 +120,34 @@ def test_the_command_keeps_the_history_of_a_team_with_spans(tmp_path: Path, caps
     # then it says so and adds nothing
     assert capsys.readouterr().out.endswith("kept what an earlier start stored\n")
     assert _counts(team) == before
+
+
+def test_a_start_stopped_while_writing_the_history_is_finished_by_the_next(tmp_path: Path):
+    # given a first start, meant to write the week up to END, stopped after three days of it
+    bootstrap(tmp_path, demo=True)
+    team = Team.objects.get(slug="demo")
+    end = timezone.now().replace(minute=30, second=0, microsecond=0)
+    backfill_demo(
+        team, days=3, end=end - dt.timedelta(days=4), now=end, requests_per_s=RATE, seed=1
+    )
+
+    # when the stack starts again, an hour later
+    result = load_demo_history(
+        team, now=end + HOUR, progress=lambda line: None, days=7, requests_per_s=RATE
+    )
+
+    # then the four missing days were written, up to the end the first start meant
+    assert result is not None
+    received = IngestBatch.objects.filter(team=team).values_list("received_at", flat=True)
+    assert set(received) == {end}
+    assert IngestBatch.objects.filter(team=team).count() == 7 * 24
+    roots = Span.objects.filter(team=team, is_root=True)
+    assert roots.filter(start_time__lt=end - dt.timedelta(days=7)).count() == 0
+    assert roots.filter(start_time__gte=end).count() == 0
+    for day in range(7):
+        day_start = end - dt.timedelta(days=7 - day)
+        assert roots.filter(
+            start_time__gte=day_start, start_time__lt=day_start + dt.timedelta(days=1)
+        ).exists()
+    # and a start after that keeps it
+    assert load_demo_history(team, now=end + 2 * HOUR, progress=lambda line: None) is None
