@@ -43,6 +43,7 @@ REQUESTS_PER_S: Final = 0.1
 some 1.3 M spans a week for the three pipelines."""
 
 _STEP_SECONDS: Final = 5.0
+_REPORT_SECONDS: Final = 5.0
 # The beat's stage-share steps are 15 minutes, sized for live traffic; a sparse backlog goes
 # faster in larger ones.
 _SHARE_MINUTES_PER_STEP: Final = 240
@@ -96,18 +97,17 @@ def load_demo_history(
     # they run side by side, each in as many threads as it has concurrent workers in
     # production (row locks with SKIP LOCKED split the work), so the database and Python
     # overlap.
-    rollups = _Tally("rollups", "spans", written.spans, say)
-    deployments = _Tally("deployments", "version sightings", None, say)
-    shares = _Tally("stage shares", "pipeline minutes", None, say)
+    catch_up = _CatchUp(say, written.spans)
     work = [
-        lambda: rollups.until_done(_fold_step),
-        lambda: deployments.until_done(_scan_step),
-        lambda: shares.until_done(_share_step),
-        lambda: shares.until_done(_share_step),
+        lambda: catch_up.until_done("rollups", _fold_step),
+        lambda: catch_up.until_done("deployments", _scan_step),
+        lambda: catch_up.until_done("shares", _share_step),
+        lambda: catch_up.until_done("shares", _share_step),
     ]
     with ThreadPoolExecutor(len(work), thread_name_prefix="history") as executor:
         for future in [executor.submit(_closing_connection, job) for job in work]:
             future.result()
+    say(catch_up.line())
     compaction.compact_rollups(timezone.now())
     say("rollups compacted into hours and days")
     result = HistoryResult(days, written.spans, time.perf_counter() - started)
@@ -162,24 +162,33 @@ def _closing_connection(job: Callable[[], None]) -> None:
 
 
 @dataclass
-class _Tally:
-    """Progress of one kind of catch-up work, shared by the threads doing it."""
+class _CatchUp:
+    """Progress of the catch-up work, shared by its threads and said in one line at most
+    every :data:`_REPORT_SECONDS`."""
 
-    what: str
-    unit: str
-    total: int | None
     say: Callable[[str], None]
-    done: int = 0
+    spans: int  # to fold
+    done: dict[str, int] = field(
+        default_factory=lambda: {"rollups": 0, "deployments": 0, "shares": 0}
+    )
     lock: threading.Lock = field(default_factory=threading.Lock)
+    said_at: float = field(default_factory=time.monotonic)
 
-    def until_done(self, step: Callable[[], tuple[int, bool]]) -> None:
+    def until_done(self, kind: str, step: Callable[[], tuple[int, bool]]) -> None:
         """Call ``step`` (returning what it did and whether more is left) until nothing is."""
         while True:
             done, more = step()
             with self.lock:
-                self.done += done
-                of = f"/{self.total:,}" if self.total is not None else ""
-                if done:
-                    self.say(f"{self.what} {self.done:,}{of} {self.unit}")
+                self.done[kind] += done
+                if time.monotonic() - self.said_at >= _REPORT_SECONDS:
+                    self.said_at = time.monotonic()
+                    self.say(self.line())
             if not more:
                 return
+
+    def line(self) -> str:
+        return (
+            f"rollups {self.done['rollups']:,}/{self.spans:,} spans, "
+            f"deployments {self.done['deployments']:,} version sightings, "
+            f"stage shares {self.done['shares']:,} pipeline minutes"
+        )
