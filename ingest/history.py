@@ -107,7 +107,7 @@ def load_demo_history(
     with ThreadPoolExecutor(len(work), thread_name_prefix="history") as executor:
         for future in [executor.submit(_closing_connection, job) for job in work]:
             future.result()
-    say(catch_up.line())
+    catch_up.say_if_new()
     compaction.compact_rollups(timezone.now())
     say("rollups compacted into hours and days")
     result = HistoryResult(days, written.spans, time.perf_counter() - started)
@@ -173,6 +173,7 @@ class _CatchUp:
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
     said_at: float = field(default_factory=time.monotonic)
+    said: str = ""
 
     def until_done(self, kind: str, step: Callable[[], tuple[int, bool]]) -> None:
         """Call ``step`` (returning what it did and whether more is left) until nothing is."""
@@ -182,9 +183,15 @@ class _CatchUp:
                 self.done[kind] += done
                 if time.monotonic() - self.said_at >= _REPORT_SECONDS:
                     self.said_at = time.monotonic()
-                    self.say(self.line())
+                    self.say_if_new()
             if not more:
                 return
+
+    def say_if_new(self) -> None:
+        line = self.line()
+        if line != self.said:
+            self.said = line
+            self.say(line)
 
     def line(self) -> str:
         return (

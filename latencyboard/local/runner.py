@@ -1,9 +1,11 @@
 """``python -m latencyboard.local``: the whole product on one machine, stopped by one Ctrl-C.
 
 Starts (unless ``DATABASE_URL``/``REDIS_URL`` point elsewhere) an embedded PostgreSQL and
-Redis, migrates, then runs the web app, the OTLP ingest listener, a Celery worker and beat, and
-a demo inference service, all as children of this process. Every child runs in its own process
-group and dies with this process, so SIGINT/SIGTERM here leaves nothing running.
+Redis, migrates, loads a week of demo history on first start (``manage.py demo_history``),
+then runs the web app, the OTLP ingest listener, a Celery worker and beat, and a demo inference
+service, all as children of this process. A child or server that dies is restarted with
+backoff (:mod:`latencyboard.local.supervisor`). Every child runs in its own process group and
+dies with this process, so SIGINT/SIGTERM here leaves nothing running.
 """
 
 from __future__ import annotations
