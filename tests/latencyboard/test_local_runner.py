@@ -68,10 +68,18 @@ class Runner:
                     return child
         raise AssertionError(f"no child running {argv_part}")
 
+    def child_called(self, name: str) -> psutil.Process:
+        """The runner's direct child whose executable is ``name``."""
+        (child,) = [c for c in psutil.Process(self.process.pid).children() if c.name() == name]
+        return child
+
     def span_count(self) -> int:
+        return self.count("SELECT count(*) FROM spans_span")
+
+    def count(self, sql: str) -> int:
         url = f"postgresql://postgres@127.0.0.1:{self.ports['EMBEDDED_PG_PORT']}/latencyboard"
         with psycopg.connect(url) as conn:
-            row = conn.execute("SELECT count(*) FROM spans_span").fetchone()
+            row = conn.execute(sql).fetchone()
             assert row is not None
             return int(row[0])
 
@@ -201,6 +209,29 @@ def test_a_killed_ingest_process_is_restarted_and_accepts_spans_again(start_runn
     assert runner.process.returncode == 0
     assert restarted in tree
     assert _alive(tree) == []
+
+
+def test_a_killed_redis_is_restarted_and_new_spans_are_rolled_up_again(start_runner):
+    # given a running stack
+    runner = start_runner("--no-demo")
+    runner.read_until(BANNER_END, timeout=120)
+
+    # when its embedded Redis, the Celery broker, is killed
+    runner.child_called("redis-server").kill()
+
+    # then the runner restarts it
+    assert "latencyboard: redis was killed by SIGKILL; restarting in 1 s" in runner.read_until(
+        "restarting", timeout=30
+    )
+    runner.read_until("latencyboard: redis restarted", timeout=30)
+    # and a span stored afterwards is rolled up: beat and worker are back on the broker
+    assert _export(runner, timeout=60) == 200
+    pending = "SELECT count(*) FROM spans_ingestbatch WHERE rolled_up_at IS NULL"
+    deadline = time.monotonic() + 90
+    while runner.count(pending) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert runner.count(pending) == 0
+    assert runner.count("SELECT count(*) FROM rollups_rollup") > 0
 
 
 def test_a_child_that_keeps_crashing_stops_everything_with_an_error(start_runner):
