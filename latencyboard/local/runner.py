@@ -1,15 +1,16 @@
 """``python -m latencyboard.local``: the whole product on one machine, stopped by one Ctrl-C.
 
 Starts (unless ``DATABASE_URL``/``REDIS_URL`` point elsewhere) an embedded PostgreSQL and
-Redis, migrates, then runs the web app, the OTLP ingest listener, a Celery worker and beat, and
-a demo inference service, all as children of this process. Every child runs in its own process
-group and dies with this process, so SIGINT/SIGTERM here leaves nothing running.
+Redis, migrates, loads a week of demo history on first start (``manage.py demo_history``),
+then runs the web app, the OTLP ingest listener, a Celery worker and beat, and a demo inference
+service, all as children of this process. A child or server that dies is restarted with
+backoff (:mod:`latencyboard.local.supervisor`). Every child runs in its own process group and
+dies with this process, so SIGINT/SIGTERM here leaves nothing running.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -17,47 +18,11 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
 from latencyboard.local.embedded import EmbeddedPostgres, EmbeddedRedis, die_with_parent
-
-BASE_DIR = Path(__file__).resolve().parents[2]
-STOP_TIMEOUT = 15.0
-
-
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = field(default=None)
-
-    def start(self, env: dict[str, str]) -> None:
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                self.argv,
-                cwd=BASE_DIR,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-
-    def stop(self) -> None:
-        """SIGTERM to the leader (a warm shutdown for Celery), then SIGKILL its whole group."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(STOP_TIMEOUT)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+from latencyboard.local.supervisor import BASE_DIR, Child, GaveUp, Supervisor, tail
 
 
 class Stop(Exception):
@@ -68,17 +33,14 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Stop(signal.Signals(signum).name)
 
 
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return ""
+def _say(message: str) -> None:
+    print(f"latencyboard: {message}", flush=True)
 
 
-def _wait_http(url: str, timeout: float, children: list[Child]) -> None:
+def _wait_http(url: str, timeout: float, supervisor: Supervisor) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        _check_alive(children)
+        supervisor.check()
         try:
             with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
                 if response.status == 200:
@@ -86,15 +48,6 @@ def _wait_http(url: str, timeout: float, children: list[Child]) -> None:
         except OSError:
             time.sleep(0.3)
     raise TimeoutError(f"{url} did not answer within {timeout:.0f}s")
-
-
-def _check_alive(children: list[Child]) -> None:
-    for child in children:
-        if child.process is not None and child.process.poll() is not None:
-            raise RuntimeError(
-                f"{child.name} exited with code {child.process.returncode}; "
-                f"last lines of {child.log_path}:\n{_tail(child.log_path)}"
-            )
 
 
 def _manage(env: dict[str, str], *args: str) -> str:
@@ -109,15 +62,85 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
-def collect_static(env: dict[str, str], var_dir: Path) -> None:
-    """Collect static files into var/ and have the web serve them as in production: hashed
-    names cached for a year, precompressed gzip and brotli (Plotly alone is 4.9 MB raw)."""
+def _load_history(env: dict[str, str], days: int | None, log_path: Path) -> None:
+    """The demo history of a first start (``manage.py demo_history``, ``days`` long or its
+    default), its progress relayed line by line; stopped with the runner."""
+    argv = [sys.executable, "manage.py", "demo_history", "--team", "demo"]
+    if days is not None:
+        argv += ["--days", str(days)]
+    with open(log_path, "ab") as log:
+        history = subprocess.Popen(
+            argv,
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+    try:
+        assert history.stdout is not None
+        for line in history.stdout:
+            _say(f"history: {line.rstrip()}")
+        if history.wait():
+            raise RuntimeError(
+                f"the demo history failed (code {history.returncode}); last lines of "
+                f"{log_path}:\n{tail(log_path)}"
+            )
+    finally:
+        if history.poll() is None:
+            history.kill()
+            history.wait()
+
+
+def _collect_static(env: dict[str, str], var_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start collecting static files into var/, for the web to serve as in production: hashed
+    names cached for a year, precompressed gzip and brotli (Plotly alone is 4.9 MB raw). It
+    runs while the history loads; the caller waits for it before starting the web."""
     env["STATIC_ROOT"] = str(var_dir / "static")
     env["STATIC_COLLECTED"] = "true"
-    _manage(env, "collectstatic", "--noinput")
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "collectstatic", "--noinput"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
 
 
-def run(demo: bool, bind: str) -> int:
+def _children(env: dict[str, str], log_dir: Path, bind: str, demo: bool) -> list[Child]:
+    python = sys.executable
+    web_port, http_port, grpc_port = (
+        env.get("WEB_PORT", "8000"),
+        env.get("INGEST_HTTP_PORT", "4318"),
+        env.get("INGEST_GRPC_PORT", "4317"),
+    )
+    commands = {
+        "web": [
+            *(python, "-m", "uvicorn", "latencyboard.asgi:application"),
+            *("--host", bind, "--port", web_port, "--ws", "auto", "--lifespan", "off"),
+        ],
+        "ingest": [
+            *(python, "-m", "ingest", "--host", bind),
+            *("--http-port", http_port, "--grpc-port", grpc_port),
+        ],
+        "worker": [
+            *(python, "-m", "celery", "-A", "latencyboard", "worker", "--loglevel", "INFO"),
+            *("--concurrency", "2", "--hostname", "worker@%h"),
+        ],
+        "beat": [python, "-m", "celery", "-A", "latencyboard", "beat", "--loglevel", "INFO"],
+    }
+    if demo:
+        commands["demo"] = [python, "-m", "latencyboard.demo"]
+    return [Child(name, argv, log_dir / f"{name}.log", env) for name, argv in commands.items()]
+
+
+def run(demo: bool, bind: str, history_days: int | None = None) -> int:
     env = dict(os.environ)
     var_dir = Path(env.get("LATENCYBOARD_VAR_DIR", BASE_DIR / "var")).resolve()
     log_dir = var_dir / "log"
@@ -129,8 +152,7 @@ def run(demo: bool, bind: str) -> int:
     http_port = int(env.get("INGEST_HTTP_PORT", "4318"))
     grpc_port = int(env.get("INGEST_GRPC_PORT", "4317"))
 
-    servers: list[EmbeddedPostgres | EmbeddedRedis] = []
-    children: list[Child] = []
+    supervisor = Supervisor(say=_say)
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     started = time.monotonic()
@@ -141,8 +163,7 @@ def run(demo: bool, bind: str) -> int:
                 int(env.get("EMBEDDED_PG_PORT", "54329")),
                 log_path=log_dir / "postgres.log",
             )
-            servers.append(postgres)
-            postgres.start()
+            supervisor.start(postgres)
             env["DATABASE_URL"] = postgres.url
         if not env.get("REDIS_URL"):
             redis = EmbeddedRedis(
@@ -150,88 +171,34 @@ def run(demo: bool, bind: str) -> int:
                 int(env.get("EMBEDDED_REDIS_PORT", "56379")),
                 log_path=log_dir / "redis.log",
             )
-            servers.append(redis)
-            redis.start()
+            supervisor.start(redis)
             env["REDIS_URL"] = redis.url
 
         _manage(env, "migrate", "--noinput")
-        credentials = json.loads(_manage(env, "bootstrap_local"))
-        collect_static(env, var_dir)
-
-        python = sys.executable
-        children = [
-            Child(
-                "web",
-                [
-                    python,
-                    "-m",
-                    "uvicorn",
-                    "latencyboard.asgi:application",
-                    "--host",
-                    bind,
-                    "--port",
-                    str(web_port),
-                    "--ws",
-                    "auto",
-                    "--lifespan",
-                    "off",
-                ],
-                log_dir / "web.log",
-            ),
-            Child(
-                "ingest",
-                [
-                    python,
-                    "-m",
-                    "ingest",
-                    "--host",
-                    bind,
-                    "--http-port",
-                    str(http_port),
-                    "--grpc-port",
-                    str(grpc_port),
-                ],
-                log_dir / "ingest.log",
-            ),
-            Child(
-                "worker",
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "latencyboard",
-                    "worker",
-                    "--loglevel",
-                    "INFO",
-                    "--concurrency",
-                    "2",
-                    "--hostname",
-                    "worker@%h",
-                ],
-                log_dir / "worker.log",
-            ),
-            Child(
-                "beat",
-                [python, "-m", "celery", "-A", "latencyboard", "beat", "--loglevel", "INFO"],
-                log_dir / "beat.log",
-            ),
-        ]
-        if demo:
-            env_demo = {
-                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{http_port}",
-                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-                "OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer {credentials['demo_token']}",
-            }
-            env.update(env_demo)
-            children.append(
-                Child("demo", [python, "-m", "latencyboard.demo"], log_dir / "demo.log")
+        credentials = json.loads(_manage(env, "bootstrap_local", *(["--demo"] if demo else [])))
+        collecting = _collect_static(env, var_dir, log_dir / "collectstatic.log")
+        if demo and history_days != 0:
+            _load_history(env, history_days, log_dir / "history.log")
+        if collecting.wait():
+            raise RuntimeError(
+                f"collectstatic failed; last lines of {log_dir / 'collectstatic.log'}:\n"
+                f"{tail(log_dir / 'collectstatic.log')}"
             )
-        for child in children:
-            child.start(env)
+        if demo:
+            env.update(
+                {
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{http_port}",
+                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                    "OTEL_EXPORTER_OTLP_HEADERS": (
+                        f"authorization=Bearer {credentials['demo_token']}"
+                    ),
+                }
+            )
+        for child in _children(env, log_dir, bind, demo):
+            supervisor.start(child)
 
         host = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind  # noqa: S104
-        _wait_http(f"http://{host}:{web_port}/login/", 60, children)
+        _wait_http(f"http://{host}:{web_port}/login/", 60, supervisor)
         _print_banner(
             host,
             web_port,
@@ -244,22 +211,19 @@ def run(demo: bool, bind: str) -> int:
             demo,
         )
         while True:
-            _check_alive(children)
+            supervisor.check()
             time.sleep(0.5)
     except Stop as stop:
         print(f"\nlatencyboard: {stop}, stopping…", flush=True)
         return 0
-    except (RuntimeError, TimeoutError, subprocess.CalledProcessError) as exc:
+    except (GaveUp, RuntimeError, TimeoutError, subprocess.CalledProcessError) as exc:
         detail = exc.stderr if isinstance(exc, subprocess.CalledProcessError) else ""
         print(f"latencyboard: {exc}\n{detail}", file=sys.stderr, flush=True)
         return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for child in reversed(children):
-            child.stop()
-        for server in reversed(servers):
-            server.stop()
+        supervisor.stop_all()
         print("latencyboard: stopped.", flush=True)
 
 
@@ -297,5 +261,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m latencyboard.local", description=__doc__)
     parser.add_argument("--no-demo", action="store_true", help="do not start the demo service")
     parser.add_argument("--bind", default=os.environ.get("BIND_HOST", "127.0.0.1"))
+    parser.add_argument(
+        "--history-days",
+        type=int,
+        metavar="N",
+        help="days of demo history to backfill on first start (default a week, 0: none)",
+    )
     args = parser.parse_args()
-    sys.exit(run(demo=not args.no_demo, bind=args.bind))
+    if args.history_days is not None and args.history_days < 0:
+        parser.error("--history-days must be 0 or more")
+    sys.exit(run(demo=not args.no_demo, bind=args.bind, history_days=args.history_days))

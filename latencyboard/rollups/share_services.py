@@ -31,7 +31,7 @@ from django.db import transaction
 from latencyboard.db import psycopg_cursor
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import shares
-from latencyboard.rollups.models import Resolution, StageShare, StageShareWatermark
+from latencyboard.rollups.models import Resolution, StageShareWatermark
 from latencyboard.rollups.windows import ceil_to, floor_to
 
 logger = logging.getLogger(__name__)
@@ -65,6 +65,22 @@ _DELETE_RANGE = """
 DELETE FROM rollups_stageshare
 WHERE pipeline_id = %(pipeline)s AND resolution = %(resolution)s
   AND bucket_start >= %(start)s AND bucket_start < %(end)s
+"""
+# One statement with array parameters: a backlog of days is hundreds of thousands of rows,
+# which one ORM object each would spend most of a catch-up building.
+_INSERT_MINUTES = """
+INSERT INTO rollups_stageshare (
+    team_id, pipeline_id, stage_id, resolution, bucket_start, requests, self_ms_sum,
+    tail_requests, tail_self_ms_sum, root_ms_sum, tail_root_ms_sum
+)
+SELECT %(team)s, %(pipeline)s, u.stage_id, %(resolution)s, to_timestamp(u.bucket), u.requests,
+       u.self_ms_sum, u.tail_requests, u.tail_self_ms_sum, u.root_ms_sum, u.tail_root_ms_sum
+FROM unnest(
+    %(stage)b::int8[], %(bucket)b::int8[], %(requests)b::int8[], %(self)b::float8[],
+    %(tail_requests)b::int8[], %(tail_self)b::float8[], %(root)b::float8[],
+    %(tail_root)b::float8[]
+) AS u(stage_id, bucket, requests, self_ms_sum, tail_requests, tail_self_ms_sum, root_ms_sum,
+       tail_root_ms_sum)
 """
 # Each finer bucket repeats its request totals on every stage row: they are summed once per
 # finer bucket. Ordered sums give the same floats whenever the same rows are summed.
@@ -254,22 +270,23 @@ def _replace_minutes(
         {"pipeline": pipeline_id, "resolution": Resolution.MINUTE, "start": start, "end": end},
     )
     deleted = cursor.rowcount
-    StageShare.objects.bulk_create(
-        StageShare(
-            team_id=team_id,
-            pipeline_id=pipeline_id,
-            stage_id=row.stage_id,
-            resolution=Resolution.MINUTE,
-            bucket_start=dt.datetime.fromtimestamp(row.bucket, dt.UTC),
-            requests=row.requests,
-            self_ms_sum=row.self_ms_sum,
-            tail_requests=row.tail_requests,
-            tail_self_ms_sum=row.tail_self_ms_sum,
-            root_ms_sum=row.root_ms_sum,
-            tail_root_ms_sum=row.tail_root_ms_sum,
+    if rows:
+        psycopg_cursor().execute(
+            _INSERT_MINUTES,
+            {
+                "team": team_id,
+                "pipeline": pipeline_id,
+                "resolution": Resolution.MINUTE,
+                "stage": [row.stage_id for row in rows],
+                "bucket": [row.bucket for row in rows],
+                "requests": [row.requests for row in rows],
+                "self": [row.self_ms_sum for row in rows],
+                "tail_requests": [row.tail_requests for row in rows],
+                "tail_self": [row.tail_self_ms_sum for row in rows],
+                "root": [row.root_ms_sum for row in rows],
+                "tail_root": [row.tail_root_ms_sum for row in rows],
+            },
         )
-        for row in rows
-    )
     return bool(deleted or rows)
 
 

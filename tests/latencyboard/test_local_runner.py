@@ -1,95 +1,257 @@
-"""The README's run command, end to end: up, traffic flowing, Ctrl-C, nothing left running."""
+"""The README's run command, end to end: up, traffic flowing, children restarted when they
+die, Ctrl-C, nothing left running."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 import psycopg
+import pytest
 
 from latencyboard.local.embedded import free_port
+from tests.ingest.otlp import SpanSpec, export_request, post
 from tests.support import PYTHON, ROOT
 
+BANNER_END = "Press Ctrl-C to stop."
+PORT_NAMES = (
+    "WEB_PORT",
+    "INGEST_HTTP_PORT",
+    "INGEST_GRPC_PORT",
+    "EMBEDDED_PG_PORT",
+    "EMBEDDED_REDIS_PORT",
+)
 
-def _span_count(port: int) -> int:
-    with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/latencyboard") as conn:
-        row = conn.execute("SELECT count(*) FROM spans_span").fetchone()
-        assert row is not None
-        return int(row[0])
+
+@dataclass
+class Runner:
+    process: subprocess.Popen[str]
+    ports: dict[str, int]
+    var_dir: Path
+    lines: list[str]
+
+    def read_until(self, marker: str, timeout: float) -> str:
+        """Output up to the first line (from here on) that contains ``marker``."""
+        deadline = time.monotonic() + timeout
+        assert self.process.stdout is not None
+        start = len(self.lines)
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line and self.process.poll() is not None:
+                break
+            self.lines.append(line)
+            if marker in line:
+                return "".join(self.lines[start:])
+        raise AssertionError(f"no {marker!r} within {timeout}s:\n{''.join(self.lines)}")
+
+    def rest(self) -> str:
+        assert self.process.stdout is not None
+        return "".join(self.lines) + self.process.stdout.read()
+
+    def tree(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children(recursive=True)
+
+    def child(self, *argv_part: str) -> psutil.Process:
+        """The runner's direct child whose command line holds ``argv_part`` in a row."""
+        for child in psutil.Process(self.process.pid).children():
+            cmdline = child.cmdline()
+            for i in range(len(cmdline) - len(argv_part) + 1):
+                if tuple(cmdline[i : i + len(argv_part)]) == argv_part:
+                    return child
+        raise AssertionError(f"no child running {argv_part}")
+
+    def child_called(self, name: str) -> psutil.Process:
+        """The runner's direct child whose executable is ``name``."""
+        (child,) = [c for c in psutil.Process(self.process.pid).children() if c.name() == name]
+        return child
+
+    def span_count(self) -> int:
+        return self.count("SELECT count(*) FROM spans_span")
+
+    def count(self, sql: str) -> int:
+        url = f"postgresql://postgres@127.0.0.1:{self.ports['EMBEDDED_PG_PORT']}/latencyboard"
+        with psycopg.connect(url) as conn:
+            row = conn.execute(sql).fetchone()
+            assert row is not None
+            return int(row[0])
 
 
-def _wait_for_line(process: subprocess.Popen[str], marker: str, timeout: float) -> list[str]:
-    lines: list[str] = []
+@pytest.fixture
+def start_runner(scratch_dir: Path) -> Iterator[Callable[..., Runner]]:
+    """Start ``python -m latencyboard.local`` on free ports with a fresh var folder; the
+    runner is stopped with SIGINT at the end if a test left it running."""
+    started: list[Runner] = []
+
+    def start(*args: str, ports: dict[str, int] | None = None) -> Runner:
+        ports = ports or {name: free_port() for name in PORT_NAMES}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in {"DATABASE_URL", "REDIS_URL"} and not k.startswith("OTEL_")
+        }
+        env.update({k: str(v) for k, v in ports.items()}, LATENCYBOARD_VAR_DIR=str(scratch_dir))
+        process = subprocess.Popen(
+            [PYTHON, "-m", "latencyboard.local", *args],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        runner = Runner(process, ports, scratch_dir, [])
+        started.append(runner)
+        return runner
+
+    yield start
+    for runner in started:
+        if runner.process.poll() is None:
+            runner.process.send_signal(signal.SIGINT)
+            runner.process.wait(60)
+
+
+def _stop(runner: Runner) -> list[psutil.Process]:
+    """Ctrl-C the runner; the processes it had running just before."""
+    tree = runner.tree()
+    runner.process.send_signal(signal.SIGINT)
+    runner.process.wait(60)
+    return tree
+
+
+def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def _export(runner: Runner, timeout: float) -> int:
+    """POST one span to the ingest port with the demo token, retrying while nothing listens;
+    the HTTP status."""
+    token = (runner.var_dir / "demo-token").read_text().strip()
+    body = export_request(SpanSpec(name="after-restart"), service="restart-check")
+    url = f"http://127.0.0.1:{runner.ports['INGEST_HTTP_PORT']}/v1/traces"
+    headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {token}"}
     deadline = time.monotonic() + timeout
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line and process.poll() is not None:
-            break
-        lines.append(line)
-        if marker in line:
-            return lines
-    raise AssertionError(f"no {marker!r} within {timeout}s:\n{''.join(lines)}")
+    while True:
+        try:
+            return post(url, body.SerializeToString(), headers).status
+        except ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
 
 
-def test_run_command_serves_login_stores_demo_spans_and_stops_cleanly(scratch_dir):
+def test_run_command_serves_login_stores_history_and_demo_spans_and_stops_cleanly(start_runner):
     # given a fresh var folder and free ports, with no external servers configured
-    ports = {
-        name: free_port()
-        for name in [
-            "WEB_PORT",
-            "INGEST_HTTP_PORT",
-            "INGEST_GRPC_PORT",
-            "EMBEDDED_PG_PORT",
-            "EMBEDDED_REDIS_PORT",
-        ]
-    }
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "REDIS_URL"} and not k.startswith("OTEL_")
-    }
-    env.update({k: str(v) for k, v in ports.items()}, LATENCYBOARD_VAR_DIR=str(scratch_dir))
-    runner = subprocess.Popen(
-        [PYTHON, "-m", "latencyboard.local"],
-        cwd=ROOT,
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    tree: list[psutil.Process] = []
-    try:
-        # when it has started
-        banner = "".join(_wait_for_line(runner, "Press Ctrl-C to stop.", timeout=90))
-        tree = psutil.Process(runner.pid).children(recursive=True)
+    # when it has started, with one day of demo history
+    runner = start_runner("--history-days", "1")
+    output = runner.read_until(BANNER_END, timeout=240)
+    tree = runner.tree()
 
-        # then it printed the login and serves the login page at the printed URL
-        assert f"http://127.0.0.1:{ports['WEB_PORT']}/" in banner
-        assert "Login       admin / " in banner
-        with urllib.request.urlopen(f"http://127.0.0.1:{ports['WEB_PORT']}/login/") as page:
-            assert page.status == 200
-        # and the demo's spans reach PostgreSQL, more and more of them
-        deadline = time.monotonic() + 60
-        counts = [_span_count(ports["EMBEDDED_PG_PORT"])]
-        while time.monotonic() < deadline and not (len(counts) > 2 and counts[-1] > counts[-2] > 0):
-            time.sleep(3)
-            counts.append(_span_count(ports["EMBEDDED_PG_PORT"]))
-        assert counts[-1] > counts[-2] > 0, counts
-    finally:
-        # when Ctrl-C reaches it
-        runner.send_signal(signal.SIGINT)
-        runner.wait(60)
+    # then it showed the history's progress before the banner
+    assert "latencyboard: history: spans 1/1 days, " in output
+    assert "latencyboard: history: done: 1 days, " in output
+    # and it printed the login and serves the login page at the printed URL
+    web_port = runner.ports["WEB_PORT"]
+    assert f"http://127.0.0.1:{web_port}/" in output
+    assert "Login       admin / " in output
+    with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/login/") as page:
+        assert page.status == 200
+    # and the demo's live spans reach PostgreSQL, more and more of them
+    deadline = time.monotonic() + 60
+    counts = [runner.span_count()]
+    while time.monotonic() < deadline and not (len(counts) > 2 and counts[-1] > counts[-2]):
+        time.sleep(3)
+        counts.append(runner.span_count())
+    assert counts[-1] > counts[-2] > 0, counts
+
+    # when Ctrl-C reaches it
+    _stop(runner)
 
     # then it exits cleanly and no process it started is left
-    assert runner.returncode == 0
+    assert runner.process.returncode == 0
     assert len(tree) >= 7  # postgres, redis, web, ingest, worker, beat, demo (and their children)
-    survivors = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert survivors == []
+    assert _alive(tree) == []
     # and the generated admin password is kept readable by its owner only
-    password_file = scratch_dir / "admin-password"
-    assert password_file.stat().st_mode & 0o777 == 0o600
+    assert (runner.var_dir / "admin-password").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_killed_ingest_process_is_restarted_and_accepts_spans_again(start_runner):
+    # given a running stack
+    runner = start_runner("--no-demo")
+    runner.read_until(BANNER_END, timeout=120)
+    ingest = runner.child("-m", "ingest")
+
+    # when its ingest process is killed
+    ingest.kill()
+
+    # then the runner says so and restarts it after a second
+    assert "latencyboard: ingest was killed by SIGKILL; restarting in 1 s" in runner.read_until(
+        "restarting", timeout=30
+    )
+    runner.read_until("latencyboard: ingest restarted", timeout=30)
+    restarted = runner.child("-m", "ingest")
+    assert restarted.pid != ingest.pid
+    # and the ingest port accepts and stores spans again
+    stored = runner.span_count()
+    assert _export(runner, timeout=60) == 200
+    assert runner.span_count() == stored + 1
+
+    # when Ctrl-C reaches it
+    tree = _stop(runner)
+
+    # then nothing it started, the new ingest process included, is left
+    assert runner.process.returncode == 0
+    assert restarted in tree
+    assert _alive(tree) == []
+
+
+def test_a_killed_redis_is_restarted_and_new_spans_are_rolled_up_again(start_runner):
+    # given a running stack
+    runner = start_runner("--no-demo")
+    runner.read_until(BANNER_END, timeout=120)
+
+    # when its embedded Redis, the Celery broker, is killed
+    runner.child_called("redis-server").kill()
+
+    # then the runner restarts it
+    assert "latencyboard: redis was killed by SIGKILL; restarting in 1 s" in runner.read_until(
+        "restarting", timeout=30
+    )
+    runner.read_until("latencyboard: redis restarted", timeout=30)
+    # and a span stored afterwards is rolled up: beat and worker are back on the broker
+    assert _export(runner, timeout=60) == 200
+    pending = "SELECT count(*) FROM spans_ingestbatch WHERE rolled_up_at IS NULL"
+    deadline = time.monotonic() + 90
+    while runner.count(pending) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert runner.count(pending) == 0
+    assert runner.count("SELECT count(*) FROM rollups_rollup") > 0
+
+
+def test_a_child_that_keeps_crashing_stops_everything_with_an_error(start_runner):
+    # given the ingest port taken by another program, so that ingest exits at every start
+    ports = {name: free_port() for name in PORT_NAMES}
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", ports["INGEST_HTTP_PORT"]))
+        squatter.listen()
+
+        # when the stack starts
+        runner = start_runner("--no-demo", ports=ports)
+        runner.read_until("latencyboard: ingest exited with code 1; restarting in 1 s", 120)
+        tree = runner.tree()
+        runner.process.wait(120)
+
+    # then ingest was restarted after 1, 2, 4 and 8 s, and its fifth crash stopped everything
+    output = runner.rest()
+    for delay in (2, 4, 8):
+        assert f"latencyboard: ingest exited with code 1; restarting in {delay} s" in output
+    assert "ingest exited with code 1: 5 crashes, each within 60 s of the one before" in output
+    assert "Address already in use" in output  # the tail of its log says why
+    assert runner.process.returncode == 1
+    assert _alive(tree) == []

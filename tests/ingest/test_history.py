@@ -1,0 +1,153 @@
+"""The demo history of a local stack's first start: a week on every chart, kept afterwards."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+from django.utils import timezone
+
+from ingest.backfill import backfill_demo
+from ingest.history import load_demo_history
+from latencyboard.dashboards.deployments import Marker
+from latencyboard.dashboards.queries import deployment_markers
+from latencyboard.demo.profiles import PIPELINES
+from latencyboard.local.services import bootstrap
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.rollups.models import Resolution, StageShare
+from latencyboard.sla.models import Objective
+from latencyboard.sla.queries import window_budget
+from latencyboard.spans.models import IngestBatch, Span
+from latencyboard.teams.models import Team
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RATE = 0.01  # requests/s per pipeline: sparser than make run's, through the same code path
+HOUR = dt.timedelta(hours=1)
+
+
+def _counts(team: Team) -> tuple[int, int, int, int]:
+    return (
+        Span.objects.filter(team=team).count(),
+        IngestBatch.objects.filter(team=team).count(),
+        Pipeline.objects.filter(team=team).count(),
+        Objective.objects.filter(team=team).count(),
+    )
+
+
+def test_first_start_fills_a_week_with_rollouts_and_slas_and_later_starts_keep_it(tmp_path: Path):
+    # given a first local start: its admin, demo team, demo pipelines and their objectives
+    bootstrap(tmp_path, demo=True)
+    team = Team.objects.get(slug="demo")
+    admin = get_user_model().objects.get(username="admin")
+    now = timezone.now()
+
+    # when it loads the demo history
+    progress: list[str] = []
+    result = load_demo_history(team, now=now, progress=progress.append, requests_per_s=RATE)
+
+    # then a week of spans was written and reported day by day
+    assert result is not None
+    assert result.days == 7
+    assert result.spans == Span.objects.filter(team=team).count()
+    assert [line.split(",")[0] for line in progress if line.startswith("spans ")] == [
+        f"spans {day}/7 days" for day in range(1, 8)
+    ]
+    # and every batch is rolled up before it returns
+    assert not IngestBatch.objects.filter(team=team, rolled_up_at=None).exists()
+
+    client = Client()
+    client.force_login(admin)
+    for profile in PIPELINES:
+        pipeline = Pipeline.objects.get(team=team, service_name=profile.name)
+        # and the 7 d percentiles have an end-to-end point in every hour of the week (the
+        # first hour may hold a few minutes of history only)
+        response = client.get(f"/api/pipelines/{pipeline.pk}/percentiles/", {"window": "7d"})
+        assert response.status_code == 200
+        points = response.json()["series"][0]["points"]
+        assert response.json()["series"][0]["stage"]["name"] == "end-to-end"
+        assert len(points) == 169
+        assert [point["t"] for point in points[1:] if not point["n"]] == []
+        # and the candidate model was rolled out and marked at least once in the week
+        baseline, candidate = (version.name for version in profile.model_versions)
+        rollouts = [
+            marker
+            for marker in deployment_markers(pipeline, now - dt.timedelta(days=7), now)
+            if marker.kind == "appeared" and marker.value == candidate
+        ]
+        assert rollouts
+        assert {marker.previous for marker in rollouts} == {baseline}
+        assert all(isinstance(marker, Marker) for marker in rollouts)
+        # and its one SLA objective counted every request of the history exactly, with some
+        # of its error budget spent
+        objective = Objective.objects.get(pipeline=pipeline)
+        requests = Span.objects.filter(pipeline=pipeline, is_root=True).count()
+        budget = window_budget(objective, now).summary
+        assert budget.total == requests
+        assert 0 < budget.bad < requests // 50
+        # and the stage shares cover the week hour by hour
+        share_hours = (
+            StageShare.objects.filter(pipeline=pipeline, resolution=Resolution.HOUR)
+            .values_list("bucket_start", flat=True)
+            .distinct()
+        )
+        assert len(share_hours) >= 7 * 24 - 1
+
+    # when the stack starts again
+    before = _counts(team)
+    bootstrap(tmp_path, demo=True)
+    again = load_demo_history(team, now=timezone.now(), progress=progress.append)
+
+    # then nothing is added
+    assert again is None
+    assert _counts(team) == before
+
+
+def test_the_command_keeps_the_history_of_a_team_with_spans(tmp_path: Path, capsys):
+    # given a team whose history is loaded already
+    bootstrap(tmp_path, demo=True)
+    team = Team.objects.get(slug="demo")
+    load_demo_history(team, now=timezone.now(), progress=print, days=1, requests_per_s=RATE)
+    before = _counts(team)
+
+    # when the command runs again
+    call_command("demo_history", "--team", "demo")
+
+    # then it says so and adds nothing
+    assert capsys.readouterr().out.endswith("kept what an earlier start stored\n")
+    assert _counts(team) == before
+
+
+def test_a_start_stopped_while_writing_the_history_is_finished_by_the_next(tmp_path: Path):
+    # given a first start, meant to write the week up to END, stopped after three days of it
+    bootstrap(tmp_path, demo=True)
+    team = Team.objects.get(slug="demo")
+    end = timezone.now().replace(minute=30, second=0, microsecond=0)
+    backfill_demo(
+        team, days=3, end=end - dt.timedelta(days=4), now=end, requests_per_s=RATE, seed=1
+    )
+
+    # when the stack starts again, an hour later
+    result = load_demo_history(
+        team, now=end + HOUR, progress=lambda line: None, days=7, requests_per_s=RATE
+    )
+
+    # then the four missing days were written, up to the end the first start meant
+    assert result is not None
+    received = IngestBatch.objects.filter(team=team).values_list("received_at", flat=True)
+    assert set(received) == {end}
+    assert IngestBatch.objects.filter(team=team).count() == 7 * 24
+    roots = Span.objects.filter(team=team, is_root=True)
+    assert roots.filter(start_time__lt=end - dt.timedelta(days=7)).count() == 0
+    assert roots.filter(start_time__gte=end).count() == 0
+    for day in range(7):
+        day_start = end - dt.timedelta(days=7 - day)
+        assert roots.filter(
+            start_time__gte=day_start, start_time__lt=day_start + dt.timedelta(days=1)
+        ).exists()
+    # and a start after that keeps it
+    assert load_demo_history(team, now=end + 2 * HOUR, progress=lambda line: None) is None
