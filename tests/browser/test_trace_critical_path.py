@@ -123,11 +123,8 @@ def test_of_parallel_children_the_one_that_gates_the_end_is_on_the_path(page, li
         "feature store GET": "true",
         "model_forward": "true",
     }
-    assert (rows["cache GET"]["bar"], rows["cache GET"]["badges"], rows["cache GET"]["on_path"]) == (
-        BLUE,
-        "",
-        "–",
-    )
+    cache = rows["cache GET"]
+    assert (cache["bar"], cache["badges"], cache["on_path"]) == (BLUE, "", "\N{EN DASH}")
     assert rows["feature store GET"]["on_path"] == "40.0 ms"
     assert rows["POST /score"]["on_path"] == "5.00 ms"  # 2 ms before, 3 ms after the model
     screenshot(page, "trace-critical-path-parallel")
