@@ -184,6 +184,37 @@ def test_a_chart_points_link_lists_the_traces_near_its_quantile(page, live_web, 
     screenshot(page, "trace-exemplars")
 
 
+def test_the_stage_filter_offers_the_chosen_pipelines_stages(page, live_web, demo):
+    # given a second pipeline of the team, with stages of its own
+    other = Pipeline.objects.create(team=demo.team, service_name="recommender")
+    for name in ("GET /recommend", "retrieval", "ranking"):
+        Stage.objects.create(pipeline=other, name=name)
+    log_in(page, live_web, demo.member_name)
+    page.goto(f"{live_web.url}/traces/")
+
+    def offered() -> list[str]:
+        return page.locator("#f-stage option").all_inner_texts()
+
+    # when they pick the recommender, its stages only are offered
+    page.select_option("#f-pipeline", str(other.pk))
+    assert offered() == ["Any stage", "GET /recommend", "retrieval", "ranking"]
+
+    # and when they pick fraud-scorer, a stage of the recommender picked before is let go
+    page.select_option("#f-stage", label="ranking")
+    page.select_option("#f-pipeline", str(demo.pipeline.pk))
+    assert offered() == ["Any stage", *[name for _, _, name, _, _ in REQUEST]]
+    assert page.input_value("#f-stage") == ""
+
+    # and a search keeps the narrowed list on the results page
+    page.select_option("#f-stage", label="model_forward")
+    page.click(".trace-filters button[type=submit]")
+    page.wait_for_selector("#results")
+    assert offered() == ["Any stage", *[name for _, _, name, _, _ in REQUEST]]
+    assert page.locator("#f-stage option:checked").inner_text() == "model_forward"
+    assert page.input_value("input[name=start]").count(":") == 2  # 24-hour, seconds included
+    screenshot(page, "trace-search-stage-filter")
+
+
 def test_an_outsider_cannot_open_our_trace(page, live_web, demo):
     log_in(page, live_web, demo.outsider_name)
 
