@@ -153,13 +153,19 @@
     element.textContent = text;
   }
 
-  /** Draw (or redraw) a chart, clearing a message left there. */
+  /** Draw (or redraw) a chart, clearing a message left there. On a narrow chart (a phone)
+   * fewer date ticks, so that they stay level instead of turning onto the axis title. */
   function draw(element, traces, chartLayout, name) {
     if (element.classList.contains("is-empty")) {
       element.classList.remove("is-empty");
       element.textContent = "";
     }
-    return Plotly.react(element, traces, chartLayout, config(name));
+    const narrow = element.clientWidth > 0 && element.clientWidth < 600;
+    const dates = chartLayout.xaxis && chartLayout.xaxis.type === "date";
+    const shown = narrow && dates
+      ? { ...chartLayout, xaxis: { nticks: 3, tickangle: 0, ...chartLayout.xaxis } }
+      : chartLayout;
+    return Plotly.react(element, traces, shown, config(name));
   }
 
   /** Make a chart's points links: a click follows the URL at `customdata[index]` of the point
