@@ -180,7 +180,7 @@ def test_a_chart_points_link_lists_the_traces_near_its_quantile(page, live_web, 
     heading = page.inner_text("#results h2")
     assert heading.startswith("Traces nearest the p99 of fraud-scorer (prod)")
     assert page.locator(".trace-table tbody tr").count() == 1
-    assert "120 ms" in page.inner_text("#results .summary")
+    assert "120.000 ms" in page.inner_text("#results .summary")
     screenshot(page, "trace-exemplars")
 
 

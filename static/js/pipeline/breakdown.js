@@ -22,8 +22,8 @@
       return;
     }
     const rows = [
-      `slowest 1% · ${C.formatMs(body.mean_root_ms_tail)} mean`,
-      `all requests · ${C.formatMs(body.mean_root_ms_all)} mean`,
+      `slowest 1%<br>${C.formatMs(body.mean_root_ms_tail)} mean`,
+      `all requests<br>${C.formatMs(body.mean_root_ms_all)} mean`,
     ];
     const traces = body.stages.map((stage) => ({
       type: "bar",
@@ -41,12 +41,12 @@
       textfont: { color: "#fff", size: 11 },
       marker: { color: page.colors[stage.name], line: { color: "#fff", width: 1 } },
       hovertemplate: `${page.stageLabel(stage)}: <b>%{customdata[0]}</b> per request` +
-        " (%{customdata[1]:.1f}% of the time)<extra>%{y}</extra>",
+        " (%{customdata[1]:.1f}% of the time)<extra></extra>",
     }));
     C.draw(charts.breakdown, traces, C.layout({
       barmode: "stack",
       bargap: 0.35,
-      margin: { l: 190, t: 8, b: 44 },
+      margin: { l: 100, t: 8, b: 44 },
       xaxis: { range: [0, 100], title: C.axisTitle("share of request time", "%"), ticksuffix: "%" },
       yaxis: { automargin: true },
       legend: { orientation: "h", y: -0.42, traceorder: "normal" },

@@ -96,13 +96,13 @@
       traces.push({
         type: "scatter",
         mode: budget.length > 60 ? "lines" : "lines+markers",
-        name: `error budget left this period (since ${since})`,
+        name: "error budget left this period",
         x: budget.map((p) => p.at),
         y: budget.map((p) => p.remaining_percent),
         yaxis: "y2",
         line: { color: C.MUTED, width: 1.5, dash: "dash" },
         marker: { size: 5, color: C.MUTED },
-        hovertemplate: "budget left this period: %{y:.1f}%<extra></extra>",
+        hovertemplate: `budget left this period (since ${since}): %{y:.1f}%<extra></extra>`,
       });
     }
     const annotations = [{
