@@ -80,7 +80,14 @@
     for (let exponent = low; exponent <= high; exponent += 1) {
       for (const step of steps) ticks.push(step * 10 ** exponent);
     }
-    return { title, type: "log", tickvals: ticks, ticktext: ticks.map(tickMs) };
+    // From the tick below the lowest value to the tick above the highest: values close
+    // together (a first minute of traffic) would otherwise leave the axis without a tick.
+    const below = Math.max(...ticks.filter((t) => t <= Math.min(...shown)));
+    const above = Math.min(...ticks.filter((t) => t >= highest));
+    return {
+      title, type: "log", tickvals: ticks, ticktext: ticks.map(tickMs),
+      range: [Math.log10(below) - 0.05, Math.log10(above) + 0.05],
+    };
   }
 
   /** A stable colour per stage: by its position among the pipeline's stages. */

@@ -65,21 +65,26 @@
     }
     const order = new Map(body.stages.map((s, i) => [s.id, i]));
     const stages = [...series.stages].sort((a, b) => (order.get(a.id) ?? 99) - (order.get(b.id) ?? 99));
+    // An area of one or two steps is a sliver: a few steps are drawn as stacked bars.
+    const bars = count < 3;
     const traces = stages.map((stage) => ({
-      type: "scatter",
-      // An area of one or two steps is a sliver: show the steps as points too.
-      mode: count < 3 ? "lines+markers" : "lines",
-      stackgroup: "shares",
+      type: bars ? "bar" : "scatter",
+      mode: "lines",
+      stackgroup: bars ? undefined : "shares",
+      // a bar spans its step, from the step's start
+      width: bars ? series.step_seconds * 1000 : undefined,
+      offset: bars ? 0 : undefined,
       name: page.stageLabel(stage),
       x: series.buckets.filter((_, i) => kept[i]),
       y: stage[field].filter((_, i) => kept[i]).map((v) => (v ?? 0) * 100),
       line: { width: 0.5, color: page.colors[stage.name] },
-      marker: { size: 7, color: page.colors[stage.name] },
+      marker: { color: page.colors[stage.name] },
       fillcolor: page.colors[stage.name],
       hovertemplate: `${page.stageLabel(stage)}: %{y:.1f}%<extra></extra>`,
     }));
     const decorations = C.deploymentDecorations(deployments);
     C.draw(charts.shares, traces, C.layout({
+      barmode: "stack",
       hovermode: "x unified",
       margin: { t: 26 },
       xaxis: page.timeAxis(),

@@ -75,7 +75,8 @@
       return;
     }
     const lowest = Math.min(target, ...counted.map((b) => b.attainment_percent));
-    const floor = Math.max(0, Math.min(lowest, target - 2 * (100 - target)));
+    // Room under the lowest point, so that it is not drawn on the axis line.
+    const floor = Math.max(0, Math.min(lowest - (100 - lowest) * 0.08, target - 2 * (100 - target)));
     const since = C.formatTime(body.window.start);
     const traces = [{
       type: "scatter",
