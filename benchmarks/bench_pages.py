@@ -16,7 +16,7 @@ warm-up, rotating over the pipelines:
 
 - ``GET /`` (the overview, rendered with its figures) and ``GET /pipelines/{id}/``;
 - per window of the page (1h, 6h, 24h, 7d, 28d, 90d) with the page's step: the percentiles,
-  the stage breakdown, the deployments and the SLA attainment, as ``static/js/pipeline.js``
+  the stage breakdown, the deployments and the SLA attainment, as ``static/js/pipeline/``
   asks for them, and the attribute breakdown (raw spans) by ``model.version`` and
   ``cache_hit``;
 - trace search (``GET /api/traces/``, the search page's query; slowest first) over 1h, 6h

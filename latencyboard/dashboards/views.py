@@ -61,6 +61,7 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
         ],
         "percentiles": [{"q": q, "key": quantile_key(q)} for q in PERCENTILES],
         "attributeMaxHours": attribute_queries.MAX_WINDOW.total_seconds() / 3600,
+        "stageShareGraceSeconds": settings.STAGE_SHARE_GRACE_SECONDS,
         "urls": {
             "percentiles": reverse("api-pipeline-percentiles", args=[pk]),
             "breakdown": reverse("api-pipeline-stage-breakdown", args=[pk]),

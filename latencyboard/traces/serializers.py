@@ -287,6 +287,9 @@ class WaterfallSpanSerializer(serializers.Serializer):
     )
     is_root = serializers.BooleanField(help_text="A pipeline's root span (end to end).")
     critical = serializers.BooleanField(help_text="On the critical path.")
+    critical_ms = serializers.FloatField(
+        help_text="Time of the critical path spent in this span itself (not in a child)."
+    )
     orphan = serializers.BooleanField(help_text="Its parent was not received.")
     attributes = serializers.DictField()
 
@@ -303,8 +306,10 @@ class TraceWaterfallSerializer(serializers.Serializer):
     )
     critical_path = serializers.ListField(
         child=serializers.IntegerField(),
-        help_text="Positions in spans, root first: from the root, repeatedly the child that "
-        "finishes last (up to its parent's end; ties: the later start).",
+        help_text="Positions in spans of the spans on the critical path, root first. Walking "
+        "back from a span's end: the child that finishes last, then the last child that "
+        "finishes before that one starts, and so on, into each chosen child; children are "
+        "clamped to their parent's interval. The spans' critical_ms sum to the root's duration.",
     )
     spans = WaterfallSpanSerializer(many=True)
 
@@ -377,6 +382,7 @@ def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
                 "self_ms": row.self_ns / 1e6,
                 "is_root": span.is_root,
                 "critical": row.critical,
+                "critical_ms": row.critical_ns / 1e6,
                 "orphan": row.orphan,
                 "attributes": span.attributes,
             }

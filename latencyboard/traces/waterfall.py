@@ -12,13 +12,17 @@ Definitions, for the spans of one trace as stored (one row per stored span):
   their parent leave duration minus their durations, and self time is never negative. (Unlike
   the stage shares of ``latencyboard.rollups.shares``, a call into another pipeline's root is
   subtracted here too: a waterfall shows the whole trace, whoever's spans they are.)
-- *Critical path*: the chain of spans that decides when the trace ends. It starts at the root
-  (the top-level span without a parent id that ends last; when no such span was received, the
-  top-level span that ends last) and repeatedly follows the child that finishes last. A child's
-  finish counts only up to its parent's end, since a child that outlives its parent cannot have
-  held it up, and a child starting after its parent ended is never followed. Among children
-  finishing at the same moment the one that started last is followed: the parent was waiting
-  for it, not for the earlier ones.
+- *Critical path*: the spans that decide when the trace ends, as tracing tools define it. It
+  starts at the root (the top-level span without a parent id that ends last; when no such span
+  was received, the top-level span that ends last). Walking back from a span's end: the child
+  that finishes last is on the path, then the last child that finishes before that child
+  starts, and so on; the path goes into each chosen child the same way, and time where no
+  chosen child runs is the span's own. So sequential stages are all on the path and, of
+  overlapping children, the ones that gate the end. A child is taken only within its parent's
+  interval (a clock-skewed child that starts before its parent or ends after it is clamped to
+  it; one wholly outside is never taken), a zero-length child held nothing up and is never
+  taken, and among children finishing at the same moment the longest is taken. The path's
+  segments tile the root's interval: their durations sum to the root's duration.
 
 Times are integer nanoseconds on any common origin (Unix time in practice).
 """
@@ -49,7 +53,8 @@ class WaterfallRow:
 
     ``parent`` is the index of the span it is drawn under (None at the top level),
     ``offset_ns`` its start relative to the trace's start, ``orphan`` whether it is at the
-    top level although it names a parent.
+    top level although it names a parent, ``critical_ns`` the critical path's time in this
+    span itself (0 when the path only passes through it, or not at all).
     """
 
     index: int
@@ -60,17 +65,30 @@ class WaterfallRow:
     self_ns: int
     orphan: bool
     critical: bool
+    critical_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class CriticalSegment:
+    """A stretch ``[start_ns, end_ns)`` of the critical path spent in the span at ``index``
+    itself (no chosen child of it running)."""
+
+    index: int
+    start_ns: int
+    end_ns: int
 
 
 @dataclass(frozen=True, slots=True)
 class Waterfall:
     """Rows depth first; the trace spans ``start_ns`` to ``end_ns`` (earliest start, latest
-    end of any span); ``critical_path`` lists input indexes from the root down."""
+    end of any span); ``critical_path`` lists the input indexes of the spans on it in row
+    order (the root first); ``critical_segments`` is the path in time order."""
 
     rows: tuple[WaterfallRow, ...]
     start_ns: int
     end_ns: int
     critical_path: tuple[int, ...]
+    critical_segments: tuple[CriticalSegment, ...]
 
     @property
     def duration_ns(self) -> int:
@@ -93,7 +111,7 @@ def union_ns(intervals: Sequence[tuple[int, int]], low: int, high: int) -> int:
 def build(spans: Sequence[SpanTiming]) -> Waterfall:
     """The waterfall of one trace's spans (see the module docstring for the definitions)."""
     if not spans:
-        return Waterfall(rows=(), start_ns=0, end_ns=0, critical_path=())
+        return Waterfall(rows=(), start_ns=0, end_ns=0, critical_path=(), critical_segments=())
 
     def order(i: int) -> tuple[int, int, int]:
         return spans[i].start_ns, spans[i].span_id, i
@@ -126,8 +144,10 @@ def build(spans: Sequence[SpanTiming]) -> Waterfall:
 
     start = min(span.start_ns for span in spans)
     end = max(span.end_ns for span in spans)
-    path = _critical_path(spans, top, children, placed)
-    on_path = set(path)
+    on_path, segments = _critical_path(spans, top, children, placed)
+    critical_ns = dict.fromkeys(on_path, 0)
+    for segment in segments:
+        critical_ns[segment.index] += segment.end_ns - segment.start_ns
     rows = []
     for i in sequence:
         span = spans[i]
@@ -143,9 +163,16 @@ def build(spans: Sequence[SpanTiming]) -> Waterfall:
                 self_ns=span.duration_ns - union_ns(covered, span.start_ns, span.end_ns),
                 orphan=drawn_under is None and span.parent_span_id is not None,
                 critical=i in on_path,
+                critical_ns=critical_ns.get(i, 0),
             )
         )
-    return Waterfall(rows=tuple(rows), start_ns=start, end_ns=end, critical_path=path)
+    return Waterfall(
+        rows=tuple(rows),
+        start_ns=start,
+        end_ns=end,
+        critical_path=tuple(i for i in sequence if i in on_path),
+        critical_segments=segments,
+    )
 
 
 def _walk(
@@ -171,17 +198,36 @@ def _critical_path(
     top: Sequence[int],
     children: Sequence[Sequence[int]],
     placed: dict[int, tuple[int | None, int]],
-) -> tuple[int, ...]:
+) -> tuple[set[int], tuple[CriticalSegment, ...]]:
+    """The spans on the critical path (a span whose children cover all of its part of the
+    path has no segment of its own, yet is on it) and the path's segments in time order."""
     roots = [i for i in top if spans[i].parent_span_id is None] or list(top)
     # Latest end first; then the earliest start, the longest span, is the one to follow.
-    current = max(roots, key=lambda i: (spans[i].end_ns, -spans[i].start_ns, -i))
-    path = [current]
-    while True:
-        end = spans[current].end_ns
-        followed = [
-            k for k in children[current] if placed[k][0] == current and spans[k].start_ns <= end
-        ]
-        if not followed:
-            return tuple(path)
-        current = max(followed, key=lambda k: (min(spans[k].end_ns, end), spans[k].start_ns, -k))
-        path.append(current)
+    root = max(roots, key=lambda i: (spans[i].end_ns, -spans[i].start_ns, -i))
+    chosen = {root}
+    segments: list[CriticalSegment] = []
+    # Each span is walked within its interval as clamped to its parent's; a work list rather
+    # than recursion, as a trace may be thousands of levels deep.
+    work = [(root, spans[root].start_ns, spans[root].end_ns)]
+    while work:
+        i, low, high = work.pop()
+        clamped = sorted(
+            (
+                (min(spans[k].end_ns, high), max(spans[k].start_ns, low), k)
+                for k in children[i]
+                if placed[k][0] == i
+            ),
+            key=lambda child: (-child[0], child[1], child[2]),
+        )
+        cursor = high
+        for child_end, child_start, k in clamped:
+            if child_end <= child_start or child_end > cursor:
+                continue
+            if child_end < cursor:
+                segments.append(CriticalSegment(i, child_end, cursor))
+            chosen.add(k)
+            work.append((k, child_start, child_end))
+            cursor = child_start
+        if low < cursor:
+            segments.append(CriticalSegment(i, low, cursor))
+    return chosen, tuple(sorted(segments, key=lambda segment: segment.start_ns))

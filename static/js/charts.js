@@ -17,13 +17,16 @@
   const DEPLOY = "#7c3aed";
   const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
 
-  /** A latency in ms, three significant digits or so (as the `ms` template filter). */
+  /** A latency given in ms, in the unit that reads best, three significant digits or so
+   * (as the `ms` template filter): 450 µs, 2.50 ms, 212 ms, 37.75 s, 2.5 min. */
   function formatMs(value) {
     if (value === null || value === undefined || Number.isNaN(value)) return "–";
+    if (value >= 60000) return (value / 60000).toFixed(1) + " min";
     if (value >= 1000) return (value / 1000).toFixed(2) + " s";
     if (value >= 100) return value.toFixed(0) + " ms";
     if (value >= 10) return value.toFixed(1) + " ms";
-    return value.toFixed(2) + " ms";
+    if (value >= 1 || value === 0) return value.toFixed(2) + " ms";
+    return (value * 1000).toFixed(0) + " µs";
   }
 
   /** A count with thousands separators. */
@@ -50,12 +53,26 @@
     return value >= 1000 ? `${trim(value / 1000)} s` : `${trim(value)} ms`;
   }
 
-  /** A latency axis: logarithmic with ticks at 1, 2 and 5 times the powers of ten spanning
-   * `values` (only the powers of ten when that would crowd it), or linear from zero. */
+  /** A round step of about range / ticks: 1, 2 or 5 times a power of ten. */
+  function niceStep(range, ticks) {
+    const raw = range / ticks;
+    const magnitude = 10 ** Math.floor(Math.log10(raw));
+    return [1, 2, 5, 10].map((f) => f * magnitude).find((step) => step >= raw);
+  }
+
+  /** A latency axis (values in ms): logarithmic with ticks at 1, 2 and 5 times the powers of
+   * ten spanning `values` (only the powers of ten when that would crowd it), or linear from
+   * zero; each tick carries its unit, so past 10 s they read in seconds. */
   function latencyAxis(values, log, title) {
     const axis = { title, rangemode: "tozero" };
     const shown = values.filter((v) => v !== null && v > 0);
-    if (!log || !shown.length) return { ...axis, type: "linear", ticksuffix: " ms" };
+    const highest = shown.length ? Math.max(...shown) : 0;
+    if ((!log || !shown.length) && highest < 10000) return { ...axis, type: "linear", ticksuffix: " ms" };
+    if (!log || !shown.length) {
+      const step = niceStep(highest, 5);
+      const ticks = Array.from({ length: Math.floor(highest / step) + 2 }, (_, i) => i * step);
+      return { ...axis, type: "linear", tickvals: ticks, ticktext: ticks.map(tickMs) };
+    }
     const low = Math.floor(Math.log10(Math.min(...shown)));
     const high = Math.ceil(Math.log10(Math.max(...shown)));
     const steps = high - low > 4 ? [1] : [1, 2, 5];
@@ -63,7 +80,14 @@
     for (let exponent = low; exponent <= high; exponent += 1) {
       for (const step of steps) ticks.push(step * 10 ** exponent);
     }
-    return { title, type: "log", tickvals: ticks, ticktext: ticks.map(tickMs) };
+    // From the tick below the lowest value to the tick above the highest: values close
+    // together (a first minute of traffic) would otherwise leave the axis without a tick.
+    const below = Math.max(...ticks.filter((t) => t <= Math.min(...shown)));
+    const above = Math.min(...ticks.filter((t) => t >= highest));
+    return {
+      title, type: "log", tickvals: ticks, ticktext: ticks.map(tickMs),
+      range: [Math.log10(below) - 0.05, Math.log10(above) + 0.05],
+    };
   }
 
   /** A stable colour per stage: by its position among the pipeline's stages. */
@@ -73,7 +97,8 @@
     return colors;
   }
 
-  /** An axis title carrying its unit, e.g. axisTitle("latency", "ms") → "latency (ms)". */
+  /** An axis title carrying its unit, e.g. axisTitle("latency", "ms") → "latency (ms)"; a
+   * latency axis, whose ticks carry their units, is titled without one. */
   function axisTitle(quantity, unit) {
     return { text: unit ? `${quantity} (${unit})` : quantity, font: { size: 12, color: MUTED } };
   }
@@ -135,13 +160,19 @@
     element.textContent = text;
   }
 
-  /** Draw (or redraw) a chart, clearing a message left there. */
+  /** Draw (or redraw) a chart, clearing a message left there. On a narrow chart (a phone)
+   * fewer date ticks, so that they stay level instead of turning onto the axis title. */
   function draw(element, traces, chartLayout, name) {
     if (element.classList.contains("is-empty")) {
       element.classList.remove("is-empty");
       element.textContent = "";
     }
-    return Plotly.react(element, traces, chartLayout, config(name));
+    const narrow = element.clientWidth > 0 && element.clientWidth < 600;
+    const dates = chartLayout.xaxis && chartLayout.xaxis.type === "date";
+    const shown = narrow && dates
+      ? { ...chartLayout, xaxis: { nticks: 3, tickangle: 0, ...chartLayout.xaxis } }
+      : chartLayout;
+    return Plotly.react(element, traces, shown, config(name));
   }
 
   /** Make a chart's points links: a click follows the URL at `customdata[index]` of the point
@@ -178,7 +209,7 @@
   window.LB = window.LB || {};
   window.LB.charts = {
     PALETTE, INK, MUTED, GRID, DEPLOY,
-    formatMs, formatCount, formatShare, formatTime, tickMs, latencyAxis, stageColors, axisTitle,
+    formatMs, formatCount, formatShare, formatTime, tickMs, niceStep, latencyAxis, stageColors, axisTitle,
     layout, config,
     deploymentDecorations, message, draw, linkPoints, getJson,
   };

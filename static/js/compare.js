@@ -28,9 +28,10 @@
   const chart = document.getElementById("chart-compare");
   let mode = "windows";
 
-  // datetime-local inputs hold UTC wall time ("2026-11-20T12:00"); the API takes ISO with Z.
-  const toInput = (date) => date.toISOString().slice(0, 16);
-  const toIso = (value) => `${value}:00Z`;
+  // The time inputs are text holding UTC wall time, 24-hour ("2026-11-20 12:00"): a
+  // datetime-local input would follow the browser's locale (AM/PM in en-US). The API takes ISO.
+  const toInput = (date) => date.toISOString().slice(0, 16).replace("T", " ");
+  const toIso = (value) => `${value.replace(" ", "T")}:00Z`;
   const field = (name) => form.elements.namedItem(name);
 
   function setMode(next) {
@@ -168,6 +169,12 @@
 
   function drawChart(data) {
     const stages = data.stages;
+    const measured = stages.some((s) => s.quantiles.some((q) => q.a_ms !== null || q.b_ms !== null));
+    if (!measured) {
+      C.message(chart, "No spans of this pipeline in either side: nothing to compare. " +
+        "Check the times (UTC) and, for attribute values, their spelling.");
+      return;
+    }
     const names = stages.map((s) => s.stage.name);
     const panels = data.method.quantiles.length;
     const gap = 0.06;
@@ -181,11 +188,10 @@
       const key = at(stages[0]).key;
       const left = index * (width + gap);
       axes[`xaxis${axis}`] = {
+        // ticks carry their unit: ms, or seconds for long requests
+        ...C.latencyAxis(stages.flatMap((s) => [at(s).a_ms, at(s).b_ms]), false, C.axisTitle(key)),
         domain: [left, left + width],
-        title: C.axisTitle(key, "ms"),
-        rangemode: "tozero",
         gridcolor: C.GRID, linecolor: C.GRID, zeroline: false, automargin: true,
-        ticksuffix: "",
       };
       annotations.push({
         text: `<b>${key}</b>`, xref: "paper", yref: "paper", x: left + width / 2, y: 1.0,

@@ -117,8 +117,10 @@
 
   function drawBudget(charts, element, series) {
     const y = series.burn_down.map((p) => p.remaining_percent);
+    // A line of one or two points is hardly a line: show them as points too.
+    const points = y.filter((v) => v !== null).length;
     const remaining = {
-      name: "error budget remaining", type: "scatter", mode: "lines", x: series.burn_down.map((p) => utcWallClock(p.at)), y,
+      name: "error budget remaining", type: "scatter", mode: points < 3 ? "lines+markers" : "lines", x: series.burn_down.map((p) => utcWallClock(p.at)), y,
       line: { color: ATTAINMENT_COLOR, width: 2 }, fill: "tozeroy", fillcolor: "rgba(0, 114, 178, 0.08)",
       customdata: series.burn_down.map((p) => [
         charts.formatCount(p.total - p.good), charts.formatCount(p.total),
@@ -148,8 +150,10 @@
       const [url, query] = container.dataset.seriesUrl.split("?");
       const series = await charts.getJson(url, new URLSearchParams(query));
       if (series.buckets.every((b) => b.total === 0)) {
-        charts.message(attainmentChart, "No requests counted in this window yet.");
-        charts.message(budgetChart, "No requests counted in this window yet.");
+        const why = "No requests counted in this window yet: requests are counted as their " +
+          "minute is folded, seconds after their spans arrive.";
+        charts.message(attainmentChart, why);
+        charts.message(budgetChart, why);
       } else {
         await drawAttainment(charts, attainmentChart, series, target);
         if (series.burn_down.every((p) => p.remaining_percent === null)) {
@@ -161,7 +165,7 @@
       container.dataset.state = "ready";
     } catch (error) {
       charts.message(attainmentChart, `Could not load attainment: ${error.message}`);
-      charts.message(budgetChart, "");
+      charts.message(budgetChart, `Could not load the error budget: ${error.message}`);
       container.dataset.state = "error";
     }
   }

@@ -13,21 +13,10 @@
   // A trace of zero-length spans still needs an axis to draw on.
   const total = data.duration_ms > 0 ? data.duration_ms : 1;
 
-  // One precision for the whole trace, so the columns of figures line up.
-  const digits = data.duration_ms < 1 ? 3 : 2;
-
-  function formatMs(ms) {
-    return ms.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
-  }
-
-  function niceStep(range, ticks) {
-    const raw = range / ticks;
-    const magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
-    for (const factor of [1, 2, 5, 10]) {
-      if (factor * magnitude >= raw) return factor * magnitude;
-    }
-    return 10 * magnitude;
-  }
+  // Each figure in the unit that reads best (450 µs, 68.0 ms, 37.75 s); the time axis in
+  // seconds from 10 s on.
+  const formatMs = C.formatMs;
+  const axisUnit = total >= 10000 ? { name: "s", ms: 1000 } : { name: "ms", ms: 1 };
 
   function element(tag, attributes, children) {
     const node = document.createElement(tag);
@@ -45,19 +34,20 @@
 
   function header(step) {
     const axis = element("div", { class: "wf-axis" });
-    const tickDigits = Math.max(0, -Math.floor(Math.log10(step)));
+    const tickDigits = Math.max(0, -Math.floor(Math.log10(step / axisUnit.ms)));
     for (let t = 0; t <= total + 1e-9; t += step) {
-      const label = element("span", { class: "wf-tick", text: t.toFixed(tickDigits) });
+      const label = element("span", { class: "wf-tick", text: (t / axisUnit.ms).toFixed(tickDigits) });
       label.style.left = percent(t);
       // Ticks at the right end are drawn to the left of their line, inside the axis.
       if (t > 0.95 * total) label.classList.add("wf-tick-end");
       axis.append(label);
     }
     return element("div", { class: "wf-row wf-header", role: "row" }, [
-      element("div", { class: "wf-name", text: "Span (time axis in ms)" }),
+      element("div", { class: "wf-name", text: `Span (time axis in ${axisUnit.name})` }),
       axis,
-      element("div", { class: "wf-num", text: "Total (ms)" }),
-      element("div", { class: "wf-num", text: "Self (ms)" }),
+      element("div", { class: "wf-num", text: "Total" }),
+      element("div", { class: "wf-num", text: "Self" }),
+      element("div", { class: "wf-num", text: "On path", title: "Time of the critical path in the span itself" }),
     ]);
   }
 
@@ -81,6 +71,9 @@
     if (span.stage !== span.name) {
       name.append(element("span", { class: "wf-stage", text: span.stage }));
     }
+    if (span.critical) {
+      name.append(element("span", { class: "badge critical", text: "critical path" }));
+    }
     if (span.orphan) {
       name.append(element("span", { class: "badge orphan", text: "parent not received" }));
     }
@@ -94,7 +87,9 @@
     if (span.critical) classes.push("critical");
     if (span.status === "error") classes.push("error");
     if (span.orphan) classes.push("orphan");
-    const title = span.critical ? "On the critical path" : "";
+    const title = span.critical
+      ? `On the critical path: ${formatMs(span.critical_ms)} of it in this span itself`
+      : "";
     return element(
       "div",
       {
@@ -109,12 +104,17 @@
         "data-duration-ms": span.duration_ms,
         "data-self-ms": span.self_ms,
         "data-critical": span.critical,
+        "data-critical-ms": span.critical_ms,
       },
       [
         name,
         element("div", { class: "wf-track" }, [bar]),
         element("div", { class: "wf-num wf-total", text: formatMs(span.duration_ms) }),
         element("div", { class: "wf-num wf-self", text: formatMs(span.self_ms) }),
+        element("div", {
+          class: "wf-num wf-critical",
+          text: span.critical ? formatMs(span.critical_ms) : "–",
+        }),
       ],
     );
   }
@@ -132,10 +132,10 @@
       ["Kind", span.kind],
       ["Status", span.status + (span.status_message ? ": " + span.status_message : "")],
       ["Start (UTC)", span.start_time.replace("T", " ").replace("Z", "")],
-      ["Starts at", formatMs(span.offset_ms) + " ms"],
-      ["Duration", formatMs(span.duration_ms) + " ms"],
-      ["Self time", formatMs(span.self_ms) + " ms"],
-      ["Critical path", span.critical ? "yes" : "no"],
+      ["Starts at", formatMs(span.offset_ms)],
+      ["Duration", formatMs(span.duration_ms)],
+      ["Self time", formatMs(span.self_ms)],
+      ["Critical path", span.critical ? `yes, ${formatMs(span.critical_ms)} in this span itself` : "no"],
     ];
     const list = element("dl", { class: "wf-fields" });
     for (const [term, value] of fields) {
@@ -161,7 +161,7 @@
   }
 
   function drawWaterfall(container) {
-    const step = niceStep(total, 6);
+    const step = C.niceStep(total, 6);
     container.style.setProperty("--tick", (100 * step) / total + "%");
     container.append(header(step));
     const hasChildren = spans.map(() => false);
@@ -240,10 +240,10 @@
         span.stage + (span.status === "error" ? " · error" : ""),
       ]),
       marker: { colors: spans.map((span) => (span.critical ? COLORS.critical : COLORS.span)) },
-      texttemplate: "%{label}<br>%{customdata[0]} ms",
+      texttemplate: "%{label}<br>%{customdata[0]}",
       hovertemplate:
-        "<b>%{label}</b><br>stage %{customdata[2]}<br>total %{customdata[0]} ms" +
-        "<br>self %{customdata[1]} ms<extra></extra>",
+        "<b>%{label}</b><br>stage %{customdata[2]}<br>total %{customdata[0]}" +
+        "<br>self %{customdata[1]}<extra></extra>",
     };
     if (root) {
       trace.ids.push(root);

@@ -146,3 +146,29 @@ def test_two_windows_show_every_stage(page, live_web):
     page.click("#compare-form button[type=submit]")
     expect(page.locator("#form-errors")).to_have_text("a_end: Must be after the window's start.")
     expect(page.locator("input[name=a_end]")).to_have_attribute("aria-invalid", "true")
+
+
+def test_times_read_in_24_hour_utc_whatever_the_browsers_locale(browser, live_web):
+    # given a member whose browser speaks American English, with its 12-hour clock
+    team = make_team("ours")
+    pipeline = Pipeline.objects.create(team=team, service_name="fraud-scorer")
+    member = make_user(team, password=PASSWORD)
+    context = browser.new_context(locale="en-US", timezone_id="America/New_York")
+    page = context.new_page()
+    log_in(page, live_web, member.get_username())
+
+    # when they open a comparison of two afternoon hours
+    query = f"pipeline={pipeline.pk}&a_start=2026-03-02T13:00Z&a_end=2026-03-02T14:00Z"
+    page.goto(f"{live_web.url}/compare/?{query}&b_start=2026-03-02T14:00Z&b_end=2026-03-02T15:00Z")
+
+    # then the fields show the UTC times on a 24-hour clock, and the chart says there is
+    # nothing to compare
+    fields = ["a_start", "a_end", "b_start", "b_end"]
+    shown = [page.input_value(f"input[name={name}]") for name in fields]
+    assert shown == ["2026-03-02 13:00", "2026-03-02 14:00", "2026-03-02 14:00", "2026-03-02 15:00"]
+    expect(page.locator("#chart-compare")).to_have_text(
+        "No spans of this pipeline in either side: nothing to compare. Check the times (UTC) "
+        "and, for attribute values, their spelling."
+    )
+    screenshot(page, "compare-24-hour")
+    context.close()

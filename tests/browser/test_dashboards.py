@@ -3,6 +3,7 @@ workers fold it: the charts must plot what the APIs answer."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import cast
@@ -236,3 +237,94 @@ def test_empty_overview_shows_how_to_send_traces(page, live_web):
 
     assert "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318" in text
     assert "OTEL_EXPORTER_OTLP_HEADERS" in text
+
+
+def test_back_after_switching_windows_returns_to_the_previous_window(page, live_web, demo):
+    # given the member on fraud-scorer's page, 24 hours by default
+    log_in(page, live_web, demo.member)
+    open_pipeline(page, live_web, demo.fraud)
+    first = page.url
+
+    # when they switch to 7 days, then press Back
+    page.click("#window-picker button[data-window='7d']")
+    page.wait_for_selector("body[data-loaded='7d']:not(.loading)")
+    assert page.url.endswith("?window=7d&percentile=p99")
+    page.go_back()
+    page.wait_for_selector("body[data-loaded='24h']:not(.loading)")
+
+    # then they are still on the page, back on 24 hours, in 15-minute steps
+    assert page.url == first
+    pressed = page.locator("#window-picker button[aria-pressed='true']").all_inner_texts()
+    assert pressed == ["24h"]
+    assert "15-minute steps" in page.inner_text("#window-range")
+
+    # and Forward brings 7 days back
+    page.go_forward()
+    page.wait_for_selector("body[data-loaded='7d']:not(.loading)")
+    assert page.locator("#window-picker button[aria-pressed='true']").all_inner_texts() == ["7d"]
+
+
+def test_the_window_ends_now_not_at_the_end_of_its_last_step(page, live_web, demo):
+    log_in(page, live_web, demo.member)
+
+    open_pipeline(page, live_web, demo.fraud)
+
+    # the 24 h window's last 15-minute step ends up to 15 minutes ahead: it is not shown so
+    shown = page.evaluate(
+        """() => ({
+            text: document.getElementById('window-range').innerText,
+            now: LB.charts.formatTime(new Date().toISOString()),
+            start: LB.charts.formatTime(LB.pipeline.range.start),
+            axisEnd: Date.parse(document.getElementById('chart-percentiles').layout.xaxis.range[1]),
+            clock: Date.now(),
+        })"""
+    )
+    assert shown["text"] == (
+        f"{shown['start']} to now ({shown['now']}), 15-minute steps; the last step is still filling"
+    )
+    assert shown["axisEnd"] <= shown["clock"]
+
+
+def test_the_pipeline_page_links_its_traces_comparison_and_objective(page, live_web, demo):
+    log_in(page, live_web, demo.member)
+    open_pipeline(page, live_web, demo.fraud, "?window=6h")
+
+    traces = page.locator("#link-traces").get_attribute("href")
+    assert traces == f"{live_web.url}/traces/?pipeline={demo.fraud.pk}&window=6h"
+    assert page.locator(".page-links a", has_text="SLA objective").get_attribute("href") == (
+        f"/slas/{demo.objective.pk}/"
+    )
+    compare = page.evaluate(
+        "Object.fromEntries(new URL(document.getElementById('link-compare').href).searchParams)"
+    )
+    start, end = page.evaluate("[LB.pipeline.range.start, LB.pipeline.range.end]")
+    assert compare == {
+        "pipeline": str(demo.fraud.pk),
+        "a_start": minus_six_hours(start),
+        "a_end": f"{start[:16]}Z",
+        "b_start": f"{start[:16]}Z",
+        "b_end": f"{end[:16]}Z",
+    }
+
+    # the traces link carries the window: the search opens on the last 6 hours of the pipeline
+    page.click("#link-traces")
+    page.wait_for_selector("#results")
+    assert page.locator("#f-pipeline").input_value() == str(demo.fraud.pk)
+    assert page.url.endswith("window=6h")
+
+
+def minus_six_hours(iso: str) -> str:
+    moment = dt.datetime.fromisoformat(iso.replace("Z", "+00:00")) - dt.timedelta(hours=6)
+    return moment.strftime("%Y-%m-%dT%H:%M") + "Z"
+
+
+def test_the_error_budget_chart_ends_at_the_headers_figure(page, live_web, demo):
+    log_in(page, live_web, demo.member)
+
+    open_pipeline(page, live_web, demo.fraud, "?window=1h")
+
+    header = page.locator("#budget .figure", has_text="error budget left").locator("strong")
+    line = next(t for t in plotted(page, "chart-sla") if t["name"].startswith("error budget"))
+    assert line["y"], "the budget line is drawn"
+    assert header.inner_text() == f"{line['y'][-1]:.1f}%"
+    screenshot(page, "pipeline-1h-sla")

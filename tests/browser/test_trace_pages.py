@@ -33,7 +33,8 @@ REQUEST = [
     (0x1A, 0x18, "network.write", 114, 119),
     (0x1B, 0x99, "audit.log", 60, 75),  # its parent never arrived
 ]
-CRITICAL = ["POST /score", "send_response", "network.write"]
+# Every stage ran after the one before; only the orphan is off the path.
+CRITICAL = [name for _, parent, name, _, _ in REQUEST if parent != 0x99]
 SELF_MS = {"POST /score": 1.0, "model_forward": 3.0, "send_response": 0.0, "audit.log": 15.0}
 
 
@@ -101,10 +102,9 @@ def test_search_then_open_a_waterfall(page, live_web, demo):
     page.click(".trace-filters button[type=submit]")
     page.wait_for_selector("#results")
 
-    # then the matching requests are listed slowest first, with their durations in ms
+    # then the matching requests are listed slowest first, with their durations
     rows = page.locator(".trace-table tbody tr")
-    durations = [float(text) for text in rows.locator(".dur-value").all_inner_texts()]
-    assert durations == [300.0, 120.0, 80.0]
+    assert rows.locator(".dur-value").all_inner_texts() == ["300 ms", "120 ms", "80.0 ms"]
     assert "error" in rows.nth(0).inner_text()
     screenshot(page, "trace-search")
 
@@ -123,7 +123,7 @@ def test_search_then_open_a_waterfall(page, live_web, demo):
         for i in range(spans.count())
     }
     assert shown == stored_spans(TRACE)
-    assert spans.nth(5).locator(".wf-total").inner_text() == "68.00"
+    assert spans.nth(5).locator(".wf-total").inner_text() == "68.0 ms"
     selfs = {
         span.get_attribute("data-name"): float(span.get_attribute("data-self-ms") or "nan")
         for span in spans.all()
@@ -182,6 +182,37 @@ def test_a_chart_points_link_lists_the_traces_near_its_quantile(page, live_web, 
     assert page.locator(".trace-table tbody tr").count() == 1
     assert "120.000 ms" in page.inner_text("#results .summary")
     screenshot(page, "trace-exemplars")
+
+
+def test_the_stage_filter_offers_the_chosen_pipelines_stages(page, live_web, demo):
+    # given a second pipeline of the team, with stages of its own
+    other = Pipeline.objects.create(team=demo.team, service_name="recommender")
+    for name in ("GET /recommend", "retrieval", "ranking"):
+        Stage.objects.create(pipeline=other, name=name)
+    log_in(page, live_web, demo.member_name)
+    page.goto(f"{live_web.url}/traces/")
+
+    def offered() -> list[str]:
+        return page.locator("#f-stage option").all_inner_texts()
+
+    # when they pick the recommender, its stages only are offered
+    page.select_option("#f-pipeline", str(other.pk))
+    assert offered() == ["Any stage", "GET /recommend", "retrieval", "ranking"]
+
+    # and when they pick fraud-scorer, a stage of the recommender picked before is let go
+    page.select_option("#f-stage", label="ranking")
+    page.select_option("#f-pipeline", str(demo.pipeline.pk))
+    assert offered() == ["Any stage", *[name for _, _, name, _, _ in REQUEST]]
+    assert page.input_value("#f-stage") == ""
+
+    # and a search keeps the narrowed list on the results page
+    page.select_option("#f-stage", label="model_forward")
+    page.click(".trace-filters button[type=submit]")
+    page.wait_for_selector("#results")
+    assert offered() == ["Any stage", *[name for _, _, name, _, _ in REQUEST]]
+    assert page.locator("#f-stage option:checked").inner_text() == "model_forward"
+    assert page.input_value("input[name=start]").count(":") == 2  # 24-hour, seconds included
+    screenshot(page, "trace-search-stage-filter")
 
 
 def test_an_outsider_cannot_open_our_trace(page, live_web, demo):

@@ -171,10 +171,14 @@ def test_impact_ranks_traffic_times_overshoot_then_closeness_then_traffic():
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        (0.4234, "0.42 ms"),
+        (0.4234, "423 \N{MICRO SIGN}s"),
+        (0.0, "0.00 ms"),
+        (2.5, "2.50 ms"),
         (12.345, "12.3 ms"),
         (212.4, "212 ms"),
         (1250.0, "1.25 s"),
+        (37_751.498, "37.75 s"),
+        (150_000.0, "2.5 min"),
         (None, "\N{EN DASH}"),
     ],
 )

@@ -636,12 +636,13 @@ def test_waterfall_nests_spans_with_self_time_and_critical_path(scene):
             row.duration_ns / 1e6,
             row.self_ns / 1e6,
             row.critical,
+            row.critical_ns / 1e6,
         )
         for span, row in rows
     ] == [
-        ("POST /score", "predict", 0, 120.0, 30.0, True),
-        ("preprocess", "preprocess", 1, 10.0, 10.0, False),
-        ("model_forward", "model_forward", 1, 80.0, 80.0, True),
+        ("POST /score", "predict", 0, 120.0, 30.0, True, 30.0),
+        ("preprocess", "preprocess", 1, 10.0, 10.0, True, 10.0),
+        ("model_forward", "model_forward", 1, 80.0, 80.0, True, 80.0),
     ]
     assert rows[0][0].attributes == {"model.version": "v8", "http.response.status_code": 200}
     assert result.truncated is False
@@ -664,7 +665,8 @@ def test_waterfall_api(client, scene):
     assert response.status_code == 200
     body = response.json()
     assert (body["trace_id"], body["span_count"], body["duration_ms"]) == (hex_of(1), 4, 207.0)
-    assert body["critical_path"] == [0, 2]
+    assert body["critical_path"] == [0, 1, 2]
+    assert [s["critical_ms"] for s in body["spans"]] == [30.0, 10.0, 80.0, 0.0]
     assert [
         (s["span_id"], s["parent_span_id"], s["parent_index"], s["name"], s["self_ms"], s["orphan"])
         for s in body["spans"]

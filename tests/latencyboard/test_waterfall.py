@@ -33,6 +33,13 @@ def path(spans: list[SpanTiming], result: Waterfall) -> list[int]:
     return [spans[index].span_id for index in result.critical_path]
 
 
+def segments(spans: list[SpanTiming], result: Waterfall) -> list[tuple[int, float, float]]:
+    """The critical path in time order as (span id, start ms, end ms)."""
+    return [
+        (spans[s.index].span_id, s.start_ns / MS, s.end_ns / MS) for s in result.critical_segments
+    ]
+
+
 @pytest.mark.parametrize(
     ("intervals", "low", "high", "expected"),
     [
@@ -56,11 +63,12 @@ def test_sequential_children_leave_the_gaps_as_self_time():
     # when the waterfall is built
     result = build(spans)
 
-    # then the root's self time is its duration minus both children, and the path ends in
-    # the child that finishes last
+    # then the root's self time is its duration minus both children, and both children are
+    # on the critical path, the root's own time around them
     assert rows_by_id(spans, result) == {1: (0, 20, 0), 2: (1, 30, 10), 3: (1, 50, 40)}
     assert order(spans, result) == [1, 2, 3]
-    assert path(spans, result) == [1, 3]
+    assert path(spans, result) == [1, 2, 3]
+    assert segments(spans, result) == [(1, 0, 10), (2, 10, 40), (3, 40, 90), (1, 90, 100)]
     assert (result.start_ns, result.duration_ns) == (0, 100 * MS)
 
 
@@ -71,7 +79,9 @@ def test_overlapping_children_are_subtracted_once():
 
     # [10, 60] and [30, 80] cover 70 ms of the root together, not 100
     assert rows_by_id(spans, result)[1] == (0, 30, 0)
+    # the root waited for 3, which started while 2 ran: 2 gated nothing
     assert path(spans, result) == [1, 3]
+    assert segments(spans, result) == [(1, 0, 30), (3, 30, 80), (1, 80, 100)]
 
 
 def test_nested_children_nest_depth_first_and_the_path_follows_the_last_to_finish():
@@ -96,6 +106,14 @@ def test_nested_children_nest_depth_first_and_the_path_follows_the_last_to_finis
     }
     assert path(spans, result) == [1, 2, 4]
     assert [row.critical for row in result.rows] == [True, True, False, True, False]
+    assert segments(spans, result) == [
+        (1, 0, 5),
+        (2, 5, 40),
+        (4, 40, 90),
+        (2, 90, 95),
+        (1, 95, 100),
+    ]
+    assert [row.critical_ns / MS for row in result.rows] == [10, 40, 0, 50, 0]
     parents = {spans[row.index].span_id: row.parent for row in result.rows}
     assert parents == {1: None, 2: 2, 3: 4, 4: 4, 5: 2}  # input positions
 
@@ -103,9 +121,14 @@ def test_nested_children_nest_depth_first_and_the_path_follows_the_last_to_finis
 @pytest.mark.parametrize(
     ("children", "expected_path"),
     [
-        pytest.param([(2, 0, 100), (3, 60, 100)], [1, 3], id="tie-goes-to-the-later-start"),
+        pytest.param([(2, 0, 100), (3, 60, 100)], [1, 2], id="tie-goes-to-the-longest"),
         pytest.param([(2, 0, 60), (3, 50, 150)], [1, 3], id="outliving-child-counts-to-end"),
         pytest.param([(2, 0, 80), (3, 120, 130)], [1, 2], id="child-after-the-end-not-taken"),
+        pytest.param([(2, 10, 50), (3, 10, 90)], [1, 3], id="parallel-the-longer-gates"),
+        pytest.param([(2, 10, 50), (3, 50, 50), (4, 50, 90)], [1, 2, 4], id="zero-length-skipped"),
+        pytest.param([(2, 100, 100)], [1], id="zero-length-at-the-end"),
+        pytest.param([(2, -30, 40), (3, 40, 130)], [1, 2, 3], id="clock-skewed-both-sides"),
+        pytest.param([(2, -30, -10), (3, 20, 30)], [1, 3], id="child-before-the-start-not-taken"),
         pytest.param([], [1], id="no-children"),
     ],
 )
@@ -113,6 +136,54 @@ def test_critical_path_choice(children, expected_path):
     spans = [span(1, None, 0, 100)] + [span(i, 1, a, b) for i, a, b in children]
 
     assert path(spans, build(spans)) == expected_path
+
+
+def test_clock_skewed_children_are_clamped_to_their_parent_on_the_path():
+    # given a root whose children's clocks run ahead and behind, one with a child of its own
+    # running past both of them
+    spans = [
+        span(1, None, 0, 100),
+        span(2, 1, -30, 40),
+        span(3, 1, 40, 130),
+        span(4, 3, 60, 150),
+    ]
+
+    result = build(spans)
+
+    # then each stretch is counted once, within the root, and the path fills the root
+    assert segments(spans, result) == [(2, 0, 40), (3, 40, 60), (4, 60, 100)]
+    assert path(spans, result) == [1, 2, 3, 4]
+    assert [row.critical_ns / MS for row in result.rows] == [0, 40, 20, 40]
+
+
+def test_a_slow_model_forward_is_the_critical_path_not_the_last_tiny_stage():
+    # given the stages of one slow request, one after the other: model_forward took 37,742 ms
+    # of 37,751 ms and serialize, the last, 0.45 ms
+    stages_us = [
+        (2, "queue_wait", 1_200),
+        (3, "feature_hydration", 4_800),
+        (4, "preprocess", 1_500),
+        (5, "model_forward", 37_742_000),
+        (6, "postprocess", 900),
+        (7, "serialize", 450),
+    ]
+    spans = [SpanTiming(1, None, 0, 37_751_498_000)]
+    at_ns = 300_000
+    for span_id, _, us in stages_us:
+        spans.append(SpanTiming(span_id, 1, at_ns, us * 1000))
+        at_ns += us * 1000
+
+    # when the waterfall is built
+    result = build(spans)
+
+    # then every stage is on the path, model_forward with 37,742 ms of it, and the path's
+    # durations sum to the root's
+    assert path(spans, result) == [1, 2, 3, 4, 5, 6, 7]
+    on_path_ms = {spans[row.index].span_id: row.critical_ns / MS for row in result.rows}
+    assert on_path_ms[5] == 37_742.0
+    assert on_path_ms[7] == 0.45
+    assert sum(s.end_ns - s.start_ns for s in result.critical_segments) == spans[0].duration_ns
+    assert sum(row.critical_ns for row in result.rows) == spans[0].duration_ns
 
 
 def test_children_outside_their_parent_count_only_inside_it():
@@ -183,7 +254,9 @@ def test_offsets_are_from_the_earliest_span():
 
 
 def test_an_empty_trace_has_an_empty_waterfall():
-    assert build([]) == Waterfall(rows=(), start_ns=0, end_ns=0, critical_path=())
+    assert build([]) == Waterfall(
+        rows=(), start_ns=0, end_ns=0, critical_path=(), critical_segments=()
+    )
 
 
 def test_a_very_deep_trace_does_not_recurse():
@@ -219,7 +292,14 @@ def test_every_span_is_drawn_once_with_a_sane_self_time(spans):
         assert row.depth == (0 if row.parent is None else depth[row.parent] + 1)
         assert row.orphan == (row.parent is None and spans[row.index].parent_span_id is not None)
     parent = {row.index: row.parent for row in result.rows}
-    chain = list(result.critical_path)
-    assert parent[chain[0]] is None
-    assert all(parent[child] == up for up, child in pairwise(chain))
-    assert set(chain) == {row.index for row in result.rows if row.critical}
+    on_path = list(result.critical_path)
+    root = spans[on_path[0]]
+    assert parent[on_path[0]] is None
+    assert all(parent[i] in on_path for i in on_path[1:])
+    assert on_path == [row.index for row in result.rows if row.critical]
+    # the path's segments tile the root's interval, each in a span on the path
+    bounds = [(s.start_ns, s.end_ns) for s in result.critical_segments]
+    assert all(start < end for start, end in bounds)
+    assert all(a[1] == b[0] for a, b in pairwise(bounds))
+    assert sum(end - start for start, end in bounds) == root.duration_ns
+    assert {s.index for s in result.critical_segments} <= set(on_path)

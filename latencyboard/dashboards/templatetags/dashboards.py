@@ -16,17 +16,21 @@ NO_VALUE = "\N{EN DASH}"
 
 @register.filter
 def ms(value: float | None) -> str:
-    """A latency in milliseconds with three significant digits or so: 0.42 ms, 12.3 ms,
-    212 ms, 1.25 s; an en dash for no value."""
+    """A latency given in milliseconds, in the unit that reads best, with three significant
+    digits or so: 423 µs, 2.50 ms, 12.3 ms, 212 ms, 37.75 s, 2.5 min; an en dash for no value."""
     if value is None:
         return NO_VALUE
+    if value >= 60_000:
+        return f"{value / 60_000:.1f} min"
     if value >= 1000:
         return f"{value / 1000:.2f} s"
     if value >= 100:
         return f"{value:.0f} ms"
     if value >= 10:
         return f"{value:.1f} ms"
-    return f"{value:.2f} ms"
+    if value >= 1 or value == 0:
+        return f"{value:.2f} ms"
+    return f"{value * 1000:.0f} \N{MICRO SIGN}s"
 
 
 @register.filter

@@ -1,0 +1,204 @@
+/* The pipeline page: one window and percentile picked at the top, and panels that each
+ * refresh(range) from the API (pipeline/*.js, loaded after this file, register themselves).
+ *
+ * The page's config (ids, stages, objectives, API URLs) is JSON in #pipeline-config. Every data
+ * call asks for the same [start, end): the window laid on whole steps of an epoch-anchored grid,
+ * as the APIs lay their buckets, so every chart's buckets line up. The window and percentile
+ * live in the URL (?window=7d&percentile=p99), pushed to the history so Back returns to the
+ * previous choice and a view can be shared.
+ */
+(function () {
+  "use strict";
+
+  const C = window.LB.charts;
+  const cfg = JSON.parse(document.getElementById("pipeline-config").textContent);
+  const el = (id) => document.getElementById(id);
+  const DEFAULTS = { window: "24h", percentile: "p99" };
+  const TRACE_WINDOWS = ["15m", "1h", "6h", "24h"];
+
+  /** The window and percentile a URL asks for, falling back to the defaults. */
+  function choiceOf(search) {
+    const params = new URLSearchParams(search);
+    const window_ = params.get("window");
+    const percentile = params.get("percentile");
+    return {
+      window: cfg.windows.some((w) => w.label === window_) ? window_ : DEFAULTS.window,
+      percentile: cfg.percentiles.some((p) => p.key === percentile) ? percentile : DEFAULTS.percentile,
+    };
+  }
+
+  /** A step as [count, unit, word]: 900 → [15, "m", "minute"]. */
+  function stepParts(seconds) {
+    if (seconds % 86400 === 0) return [seconds / 86400, "d", "day"];
+    if (seconds % 3600 === 0) return [seconds / 3600, "h", "hour"];
+    return [seconds / 60, "m", "minute"];
+  }
+
+  const rootStages = new Set(cfg.rootStageIds);
+  const page = {
+    C,
+    cfg,
+    el,
+    state: { ...choiceOf(window.location.search), log: true },
+    colors: C.stageColors(cfg.stages, cfg.endToEnd),
+    panels: [],
+    range: null,
+    generation: 0, // answers of a window the user has since left are dropped
+    deployments: Promise.resolve([]),
+    stepParts,
+
+    /** Whether an answer asked for at generation `mine` is still wanted. */
+    current(mine) {
+      return mine === page.generation;
+    },
+
+    /** The x axis of every time chart: the window up to now (its last step is still
+     * filling), the same on every chart so that they line up. */
+    timeAxis() {
+      return {
+        type: "date",
+        range: [page.range.start, page.range.now],
+        title: C.axisTitle("time", "UTC"),
+      };
+    },
+
+    stageLabel(stage) {
+      return rootStages.has(stage.id) ? `${stage.name} (own time)` : stage.name;
+    },
+
+    isRootStage(stageId) {
+      return rootStages.has(stageId);
+    },
+
+    failed(chart, error) {
+      if (chart) C.message(chart, `Could not load this chart: ${error.message}`);
+    },
+  };
+  window.LB.pipeline = page;
+
+  /** The window laid on whole steps: it ends at the end of the current step. */
+  function currentRange() {
+    const choice = cfg.windows.find((w) => w.label === page.state.window);
+    const stepMs = choice.step * 1000;
+    const now = Date.now();
+    const endMs = Math.ceil(now / stepMs) * stepMs;
+    return {
+      start: new Date(endMs - choice.seconds * 1000).toISOString(),
+      end: new Date(endMs).toISOString(),
+      now: new Date(now).toISOString(),
+      step: choice.step,
+      label: choice.label,
+    };
+  }
+
+  function describeRange(range) {
+    const [count, , word] = stepParts(range.step);
+    const steps = count === 1 ? `${word} steps` : `${count}-${word} steps`;
+    el("window-range").textContent =
+      `${C.formatTime(range.start)} to now (${C.formatTime(range.now)}), ${steps}; the last step is still filling`;
+  }
+
+  /** The links to the pipeline's other pages carry the window chosen here: its traces (the
+   * search keeps windows up to a day) and a comparison of this window with the one before. */
+  function updateLinks(range) {
+    const traces = el("link-traces");
+    if (traces) {
+      const url = new URL(traces.href);
+      url.searchParams.set("window", TRACE_WINDOWS.includes(range.label) ? range.label : "24h");
+      traces.href = url.toString();
+    }
+    const compare = el("link-compare");
+    if (compare) {
+      const url = new URL(compare.href);
+      const [start, end] = [Date.parse(range.start), Date.parse(range.end)];
+      const minute = (ms) => new Date(ms).toISOString().slice(0, 16) + "Z";
+      url.searchParams.set("a_start", minute(2 * start - end));
+      url.searchParams.set("a_end", minute(start));
+      url.searchParams.set("b_start", minute(start));
+      url.searchParams.set("b_end", minute(end));
+      compare.href = url.toString();
+    }
+  }
+
+  async function refresh() {
+    const mine = ++page.generation;
+    const range = currentRange();
+    page.range = range;
+    describeRange(range);
+    updateLinks(range);
+    document.body.classList.add("loading");
+    page.deployments = C.getJson(cfg.urls.deployments, { start: range.start, end: range.end })
+      .then((body) => body.markers)
+      .catch(() => []);
+    await Promise.all(page.panels.map((panel) => panel.refresh(range, mine)));
+    if (page.current(mine)) {
+      document.body.classList.remove("loading");
+      document.body.dataset.loaded = page.state.window;
+    }
+  }
+
+  function redraw() {
+    for (const panel of page.panels) panel.redraw();
+  }
+
+  // --- controls ----------------------------------------------------------------------------
+
+  function press(group, button) {
+    for (const other of group.querySelectorAll("button")) {
+      other.setAttribute("aria-pressed", String(other === button));
+    }
+  }
+  page.press = press;
+
+  function syncButtons() {
+    for (const [id, attr, value] of [
+      ["window-picker", "data-window", page.state.window],
+      ["percentile-picker", "data-key", page.state.percentile],
+    ]) {
+      const group = el(id);
+      const button = group.querySelector(`button[${attr}="${value}"]`);
+      if (button) press(group, button);
+    }
+  }
+
+  function remember() {
+    const query = new URLSearchParams({ window: page.state.window, percentile: page.state.percentile });
+    window.history.pushState(null, "", `${window.location.pathname}?${query}${window.location.hash}`);
+  }
+
+  el("window-picker").addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-window]");
+    if (!button || button.dataset.window === page.state.window) return;
+    page.state.window = button.dataset.window;
+    press(el("window-picker"), button);
+    remember();
+    refresh();
+  });
+  el("percentile-picker").addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-key]");
+    if (!button || button.dataset.key === page.state.percentile) return;
+    page.state.percentile = button.dataset.key;
+    press(el("percentile-picker"), button);
+    remember();
+    redraw();
+  });
+  el("log-scale").addEventListener("change", (event) => {
+    page.state.log = event.target.checked;
+    redraw();
+  });
+  window.addEventListener("popstate", () => {
+    const choice = choiceOf(window.location.search);
+    const windowChanged = choice.window !== page.state.window;
+    Object.assign(page.state, choice);
+    syncButtons();
+    if (windowChanged) refresh();
+    else redraw();
+  });
+
+  // The panels' scripts run after this one; the page starts once they have registered.
+  document.addEventListener("DOMContentLoaded", () => {
+    for (const chart of document.querySelectorAll(".chart[id^='chart-']")) C.message(chart, "Loading…");
+    syncButtons();
+    refresh();
+  });
+})();
