@@ -16,6 +16,7 @@ use: scope, events, links).
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +45,9 @@ _UINT32_MAX = 2**32 - 1
 _UINT64_MAX = 2**64 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+# json.loads reads the escape of a lone UTF-16 surrogate ("\\ud800") into a str that no UTF-8
+# can encode, which PostgreSQL would refuse for the whole batch.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _truncate(text: str, max_len: int) -> str:
@@ -72,10 +76,12 @@ def _array(value: Any, field: str) -> list[Any]:
 
 
 def _string(value: Any, field: str) -> str:
+    """Every string of the request: a lone surrogate becomes U+FFFD, the replacement character,
+    as invalid UTF-8 does in decoders that replace rather than fail."""
     if value is None:
         return ""
     if type(value) is str:
-        return value
+        return value if value.isascii() else _LONE_SURROGATE.sub("\ufffd", value)
     raise DecodeError(f"{field} must be a JSON string")
 
 
