@@ -1,26 +1,33 @@
-"""The OTLP/gRPC listener (default port 4317): ``TraceService/Export``."""
+"""The OTLP/gRPC listener (default port 4317): ``TraceService/Export``.
+
+The method is registered without a request deserializer, so the servicer receives the raw
+message bytes: gRPC's own deserialization would answer a malformed message with INTERNAL
+("Exception deserializing request!") before the token is checked, and outside the metrics.
+The service authenticates first, then decodes, and answers INVALID_ARGUMENT like OTLP/HTTP's
+400.
+"""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from ingest.service import IngestService
 
+SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
 
-class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+
+class TraceService:
     def __init__(self, service: IngestService) -> None:
         self.service = service
 
-    def Export(
-        self,
-        request: trace_service_pb2.ExportTraceServiceRequest,
-        context: grpc.ServicerContext,
+    def export(
+        self, body: bytes, context: grpc.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         metadata = {key.lower(): value for key, value in context.invocation_metadata()}
-        outcome = self.service.export_grpc(request, metadata)
+        outcome = self.service.export_grpc(body, metadata)
         if not outcome.ok:
             if outcome.retry_after is not None:
                 context.set_trailing_metadata((("retry-after", str(outcome.retry_after)),))
@@ -50,6 +57,13 @@ def make_server(
             ("grpc.so_reuseport", int(reuse_port)),
         ],
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(service), server)
+    export = grpc.unary_unary_rpc_method_handler(
+        TraceService(service).export,
+        request_deserializer=None,  # raw bytes: see the module docstring
+        response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE_NAME, {"Export": export}),)
+    )
     server.add_insecure_port(f"{host}:{port}")
     return server

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import psycopg
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ingest import bodies, decoding, otlp_json, responses
 from ingest import metrics as m
@@ -179,24 +178,20 @@ class IngestService:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         return self._store(grant, decoded, f"http/{fmt}")
 
-    def export_grpc(
-        self, request: ExportTraceServiceRequest, metadata: Mapping[str, str]
-    ) -> Outcome:
-        """Answer one OTLP/gRPC export; ``metadata`` has lower-case keys."""
+    def export_grpc(self, body: bytes, metadata: Mapping[str, str]) -> Outcome:
+        """Answer one OTLP/gRPC export (the message's bytes); ``metadata`` has lower-case keys."""
         started = time.perf_counter()
-        outcome = self._export_grpc(request, metadata)
+        outcome = self._export_grpc(body, metadata)
         m.REQUESTS.labels("grpc", str(outcome.http_status)).inc()
         m.REQUEST_SECONDS.labels("grpc").observe(time.perf_counter() - started)
         return outcome
 
-    def _export_grpc(
-        self, request: ExportTraceServiceRequest, metadata: Mapping[str, str]
-    ) -> Outcome:
+    def _export_grpc(self, body: bytes, metadata: Mapping[str, str]) -> Outcome:
         grant = self._authenticate(token_from_headers(metadata))
         if isinstance(grant, Outcome):
             return grant
         try:
-            decoded = decoding.decode_request(request, now_ns=time.time_ns(), limits=self.limits)
+            decoded = decoding.decode_protobuf(body, now_ns=time.time_ns(), limits=self.limits)
         except decoding.DecodeError as exc:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         return self._store(grant, decoded, "grpc")
