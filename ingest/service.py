@@ -1,6 +1,7 @@
 """The export operation shared by OTLP/HTTP (both listeners) and OTLP/gRPC.
 
-Order of checks: media type, token, size, decoding, rate limit, storage. Every failure maps
+Order of checks: media type, token and declared size (from the headers, before any body is
+read), size, decoding, rate limit, storage. Every failure maps
 to the status the OTLP specification gives it, and nothing a client sends can cause a 500.
 A ``200`` is only returned once the spans are committed.
 """
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import psycopg
+from django.conf import settings
 
 from ingest import bodies, decoding, otlp_json, responses
 from ingest import metrics as m
@@ -25,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 2
 # gRPC status codes (grpc.StatusCode values), kept numeric so this module needs no grpc import.
-GRPC_OK, GRPC_INVALID_ARGUMENT, GRPC_RESOURCE_EXHAUSTED = 0, 3, 8
+GRPC_OK, GRPC_INVALID_ARGUMENT, GRPC_DEADLINE_EXCEEDED, GRPC_RESOURCE_EXHAUSTED = 0, 3, 4, 8
 GRPC_UNAVAILABLE, GRPC_UNAUTHENTICATED = 14, 16
 
 
@@ -53,6 +55,15 @@ class HttpReply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """An OTLP/HTTP export whose headers passed :meth:`IngestService.admit_http`."""
+
+    fmt: bodies.Format
+    grant: TokenGrant
+    started: float  # perf_counter() when the request arrived
+
+
 def _failure(http_status: int, grpc_code: int, message: str, **extra: object) -> Outcome:
     return Outcome(http_status=http_status, grpc_code=grpc_code, message=message, **extra)  # type: ignore[arg-type]
 
@@ -70,6 +81,8 @@ class IngestService:
         self.tokens = TokenDirectory(writer.pool)
         self.rate_limiter = SpanRateLimiter()
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_seconds = settings.INGEST_BODY_TIMEOUT_SECONDS
+        self.max_inflight_bytes = settings.INGEST_MAX_INFLIGHT_BYTES
         self.limits = decoding.Limits(
             max_future_ns=max_future_seconds * 10**9,
             max_age_ns=retention_days * 86_400 * 10**9,
@@ -131,35 +144,59 @@ class IngestService:
             stored=stored,
         )
 
-    def export_http(
-        self,
-        body: bytes,
-        headers: Mapping[str, str],
-    ) -> HttpReply:
-        """Answer one OTLP/HTTP export; ``headers`` has lower-case names."""
+    def admit_http(self, headers: Mapping[str, str]) -> Admission | HttpReply:
+        """What the headers of an OTLP/HTTP export decide, before its body is read: the media
+        type (415), the token (401, or 503 while the database is down) and a declared
+        ``Content-Length`` past the cap (413). ``headers`` has lower-case names.
+
+        An anonymous client thus never makes the listener hold its body.
+        """
         started = time.perf_counter()
         try:
             fmt = bodies.format_of(headers.get("content-type"))
         except bodies.UnsupportedMediaType as exc:
             return self._reply("json", _failure(415, GRPC_INVALID_ARGUMENT, str(exc)), started)
-        outcome = self._export_http(fmt, body, headers)
-        return self._reply(fmt, outcome, started)
-
-    def too_large_reply(self, headers: Mapping[str, str]) -> HttpReply:
-        """The 413 for a body whose bytes on the wire already pass the cap."""
-        try:
-            fmt = bodies.format_of(headers.get("content-type"))
-        except bodies.UnsupportedMediaType:
-            fmt = "json"
-        message = f"body is larger than {self.max_body_bytes} bytes"
-        return self._reply(
-            fmt, _failure(413, GRPC_RESOURCE_EXHAUSTED, message), time.perf_counter()
-        )
-
-    def _export_http(self, fmt: bodies.Format, body: bytes, headers: Mapping[str, str]) -> Outcome:
         grant = self._authenticate(token_from_headers(headers))
         if isinstance(grant, Outcome):
-            return grant
+            return self._reply(fmt, grant, started)
+        admission = Admission(fmt, grant, started)
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            return self.too_large_reply(admission)
+        return admission
+
+    def export_http(
+        self, admission: Admission, body: bytes, headers: Mapping[str, str]
+    ) -> HttpReply:
+        """Answer one admitted OTLP/HTTP export once its body has arrived."""
+        outcome = self._export_http(admission, body, headers)
+        return self._reply(admission.fmt, outcome, admission.started)
+
+    def too_large_reply(self, admission: Admission) -> HttpReply:
+        """The 413 for a body whose bytes on the wire pass the cap."""
+        message = f"body is larger than {self.max_body_bytes} bytes"
+        outcome = _failure(413, GRPC_RESOURCE_EXHAUSTED, message)
+        return self._reply(admission.fmt, outcome, admission.started)
+
+    def timeout_reply(self, admission: Admission) -> HttpReply:
+        """The 408 for a body that did not arrive within ``body_timeout_seconds``."""
+        message = f"body did not arrive within {self.body_timeout_seconds} seconds"
+        outcome = _failure(408, GRPC_DEADLINE_EXCEEDED, message)
+        return self._reply(admission.fmt, outcome, admission.started)
+
+    def busy_reply(self, admission: Admission) -> HttpReply:
+        """The 503 for a body that would pass the process's bytes in flight."""
+        outcome = _failure(
+            503,
+            GRPC_UNAVAILABLE,
+            "too many request bytes in flight, retry later",
+            retry_after=RETRY_AFTER_SECONDS,
+        )
+        return self._reply(admission.fmt, outcome, admission.started)
+
+    def _export_http(
+        self, admission: Admission, body: bytes, headers: Mapping[str, str]
+    ) -> Outcome:
         try:
             raw = bodies.decompress(body, headers.get("content-encoding"), self.max_body_bytes)
         except bodies.BodyTooLarge as exc:
@@ -170,13 +207,13 @@ class IngestService:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         now_ns = time.time_ns()
         try:
-            if fmt == "protobuf":
+            if admission.fmt == "protobuf":
                 decoded = decoding.decode_protobuf(raw, now_ns=now_ns, limits=self.limits)
             else:
                 decoded = otlp_json.decode_json(raw, now_ns=now_ns, limits=self.limits)
         except decoding.DecodeError as exc:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
-        return self._store(grant, decoded, f"http/{fmt}")
+        return self._store(admission.grant, decoded, f"http/{admission.fmt}")
 
     def export_grpc(self, body: bytes, metadata: Mapping[str, str]) -> Outcome:
         """Answer one OTLP/gRPC export (the message's bytes); ``metadata`` has lower-case keys."""

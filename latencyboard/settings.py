@@ -221,6 +221,12 @@ INGEST_GRPC_PORT = env_int("INGEST_GRPC_PORT", 4317, minimum=1, maximum=65535)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
 INGEST_THREADS = env_int("INGEST_THREADS", 8, minimum=1, maximum=64)
 INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
+# A request body must arrive whole within this time (3x the OTel SDKs' 10 s export timeout:
+# a client slower than that has already given up); past it the listener answers 408.
+INGEST_BODY_TIMEOUT_SECONDS = env_int("INGEST_BODY_TIMEOUT_SECONDS", 30, minimum=1)
+# Request bytes one ingest process holds at once (bodies being read or decoded); past it new
+# bodies get 503 + Retry-After, so memory stays bounded under many concurrent large uploads.
+INGEST_MAX_INFLIGHT_BYTES = env_int("INGEST_MAX_INFLIGHT_BYTES", 256 * 1024 * 1024, minimum=1024)
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
