@@ -84,6 +84,11 @@ class IngestService:
         self.body_timeout_seconds = settings.INGEST_BODY_TIMEOUT_SECONDS
         self.max_inflight_bytes = settings.INGEST_MAX_INFLIGHT_BYTES
         self.limits = decoding.Limits(
+            max_attributes=settings.INGEST_ATTRIBUTE_COUNT_LIMIT,
+            max_value_length=settings.INGEST_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+            max_items=settings.INGEST_ATTRIBUTE_ITEMS_LIMIT,
+            max_depth=settings.INGEST_ATTRIBUTE_DEPTH_LIMIT,
+            max_attribute_bytes=settings.INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT,
             max_future_ns=max_future_seconds * 10**9,
             max_age_ns=retention_days * 86_400 * 10**9,
         )
@@ -133,6 +138,9 @@ class IngestService:
                 )
             stored = result.stored
             m.SPANS_STORED.labels(protocol).inc(result.stored)
+            m.ATTRIBUTES_DROPPED.labels(protocol).inc(
+                sum(span.dropped_attributes for span in decoded.spans)
+            )
             m.SPANS_DUPLICATE.labels(protocol).inc(result.duplicates)
         m.SPANS_REJECTED.labels(protocol).inc(decoded.rejected_spans)
         m.BATCH_SPANS.observe(len(decoded.spans) + decoded.rejected_spans)

@@ -227,6 +227,18 @@ INGEST_BODY_TIMEOUT_SECONDS = env_int("INGEST_BODY_TIMEOUT_SECONDS", 30, minimum
 # Request bytes one ingest process holds at once (bodies being read or decoded); past it new
 # bodies get 503 + Retry-After, so memory stays bounded under many concurrent large uploads.
 INGEST_MAX_INFLIGHT_BYTES = env_int("INGEST_MAX_INFLIGHT_BYTES", 256 * 1024 * 1024, minimum=1024)
+# Span attribute limits (see ingest/limits.py), after the OTel SDK's: attributes past the count
+# or the size budget are dropped and counted, longer strings truncated, arrays and key-value
+# lists cut to a number of elements, values nested deeper than the depth stored as null.
+INGEST_ATTRIBUTE_COUNT_LIMIT = env_int("INGEST_ATTRIBUTE_COUNT_LIMIT", 128, minimum=0)
+INGEST_ATTRIBUTE_VALUE_LENGTH_LIMIT = env_int(
+    "INGEST_ATTRIBUTE_VALUE_LENGTH_LIMIT", 1024, minimum=0
+)
+INGEST_ATTRIBUTE_ITEMS_LIMIT = env_int("INGEST_ATTRIBUTE_ITEMS_LIMIT", 1024, minimum=0)
+INGEST_ATTRIBUTE_DEPTH_LIMIT = env_int("INGEST_ATTRIBUTE_DEPTH_LIMIT", 8, minimum=0, maximum=64)
+INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT = env_int(
+    "INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT", 64 * 1024, minimum=0
+)
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
