@@ -162,13 +162,13 @@ def to_protobuf(tree: Tree) -> bytes:
                 span_id=span.span_id,
                 parent_span_id=span.parent_span_id,
                 name=_pb_text(span.name),
-                kind=span.kind,  # type: ignore[arg-type]
+                kind=span.kind,
                 start_time_unix_nano=span.start,
                 end_time_unix_nano=span.end,
                 attributes=_pb_attributes(span.attributes),
                 dropped_attributes_count=span.dropped,
             )
-            pb_span.status.code = span.status_code  # type: ignore[assignment]
+            pb_span.status.code = span.status_code
             pb_span.status.message = _pb_text(span.status_message)
     return request.SerializeToString()
 
