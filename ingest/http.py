@@ -131,7 +131,7 @@ class OtlpHttpApp:
             # still arrives once the response is complete, and the client can read the answer.
             await self._answer(send, admission)
             return
-        body = _Body(self.in_flight, service.max_body_bytes)
+        body = _Body(self.in_flight, admission.max_bytes)
         try:
             try:
                 raw = await asyncio.wait_for(body.read(receive), service.body_timeout_seconds)

@@ -62,6 +62,7 @@ class Admission:
     fmt: bodies.Format
     grant: TokenGrant
     started: float  # perf_counter() when the request arrived
+    max_bytes: int  # the body cap of its format, compressed on the wire and inflated
 
 
 def _failure(http_status: int, grpc_code: int, message: str, **extra: object) -> Outcome:
@@ -81,6 +82,9 @@ class IngestService:
         self.tokens = TokenDirectory(writer.pool)
         self.rate_limiter = SpanRateLimiter()
         self.max_body_bytes = max_body_bytes
+        # Parsed JSON takes about twelve times its size in Python objects, built before any
+        # cap can apply, so JSON bodies get a cap of their own.
+        self.max_json_body_bytes = min(max_body_bytes, settings.INGEST_MAX_JSON_BODY_BYTES)
         self.body_timeout_seconds = settings.INGEST_BODY_TIMEOUT_SECONDS
         self.max_inflight_bytes = settings.INGEST_MAX_INFLIGHT_BYTES
         self.limits = decoding.Limits(
@@ -167,9 +171,10 @@ class IngestService:
         grant = self._authenticate(token_from_headers(headers))
         if isinstance(grant, Outcome):
             return self._reply(fmt, grant, started)
-        admission = Admission(fmt, grant, started)
+        cap = self.max_json_body_bytes if fmt == "json" else self.max_body_bytes
+        admission = Admission(fmt, grant, started, cap)
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body_bytes:
+        if declared.isdigit() and int(declared) > cap:
             return self.too_large_reply(admission)
         return admission
 
@@ -182,7 +187,7 @@ class IngestService:
 
     def too_large_reply(self, admission: Admission) -> HttpReply:
         """The 413 for a body whose bytes on the wire pass the cap."""
-        message = f"body is larger than {self.max_body_bytes} bytes"
+        message = f"body is larger than {admission.max_bytes} bytes"
         outcome = _failure(413, GRPC_RESOURCE_EXHAUSTED, message)
         return self._reply(admission.fmt, outcome, admission.started)
 
@@ -206,7 +211,7 @@ class IngestService:
         self, admission: Admission, body: bytes, headers: Mapping[str, str]
     ) -> Outcome:
         try:
-            raw = bodies.decompress(body, headers.get("content-encoding"), self.max_body_bytes)
+            raw = bodies.decompress(body, headers.get("content-encoding"), admission.max_bytes)
         except bodies.BodyTooLarge as exc:
             return _failure(413, GRPC_RESOURCE_EXHAUSTED, str(exc))
         except bodies.UnsupportedMediaType as exc:

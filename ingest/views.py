@@ -51,7 +51,7 @@ def traces(request: HttpRequest) -> HttpResponse:
     if isinstance(admission, HttpReply):
         reply = admission
     else:
-        body = _read_capped(request, service.max_body_bytes)
+        body = _read_capped(request, admission.max_bytes)
         reply = (
             service.too_large_reply(admission)
             if body is None

@@ -221,6 +221,9 @@ INGEST_GRPC_PORT = env_int("INGEST_GRPC_PORT", 4317, minimum=1, maximum=65535)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
 INGEST_THREADS = env_int("INGEST_THREADS", 8, minimum=1, maximum=64)
 INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
+# OTLP/JSON bodies are parsed whole into Python objects (about 12x their size) before any
+# limit applies, so they get a smaller cap than protobuf ones.
+INGEST_MAX_JSON_BODY_BYTES = env_int("INGEST_MAX_JSON_BODY_BYTES", 16 * 1024 * 1024, minimum=1024)
 # A request body must arrive whole within this time (3x the OTel SDKs' 10 s export timeout:
 # a client slower than that has already given up); past it the listener answers 408.
 INGEST_BODY_TIMEOUT_SECONDS = env_int("INGEST_BODY_TIMEOUT_SECONDS", 30, minimum=1)

@@ -12,6 +12,7 @@ import pytest
 from latencyboard.spans.models import Span
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import SpanSpec, export_request, metric, post
+from tests.ingest.test_decoding import to_otlp_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,3 +163,26 @@ def test_bodies_in_flight_are_released_after_each_request(ingest_server):
 
     # then every one is accepted
     assert statuses == [200] * 10
+
+
+def test_json_body_past_its_own_cap_is_413_while_protobuf_of_that_size_is_stored(ingest_server):
+    # given the same 1.5 MB export as OTLP/JSON (the JSON cap is 1 MiB) and as protobuf
+    tenant = make_team_with_token()
+    request = export_request(*[SpanSpec(attributes={"payload": "x" * 1000}) for _ in range(1500)])
+    headers = {"authorization": f"Bearer {tenant.token}"}
+    json_body = to_otlp_json(request)
+    assert len(json_body) > 1.5 * MIB
+
+    # when both are posted
+    as_json = post(
+        ingest_server.traces_url, json_body, {**headers, "content-type": "application/json"}
+    )
+    as_protobuf = post(
+        ingest_server.traces_url,
+        request.SerializeToString(),
+        {**headers, "content-type": PROTOBUF},
+    )
+
+    # then JSON is refused before it is parsed, and the protobuf export is stored
+    assert (as_json.status, as_protobuf.status) == (413, 200)
+    assert Span.objects.filter(team_id=tenant.team.id).count() == 1500
