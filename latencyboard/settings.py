@@ -219,8 +219,6 @@ STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)
 INGEST_HTTP_PORT = env_int("INGEST_HTTP_PORT", 4318, minimum=1, maximum=65535)
 INGEST_GRPC_PORT = env_int("INGEST_GRPC_PORT", 4317, minimum=1, maximum=65535)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
-INGEST_THREADS = env_int("INGEST_THREADS", 8, minimum=1, maximum=64)
-INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
 # OTLP/JSON bodies are parsed whole into Python objects (about 12x their size) before any
 # limit applies, so they get a smaller cap than protobuf ones.
 INGEST_MAX_JSON_BODY_BYTES = env_int("INGEST_MAX_JSON_BODY_BYTES", 16 * 1024 * 1024, minimum=1024)
@@ -242,6 +240,8 @@ INGEST_ATTRIBUTE_DEPTH_LIMIT = env_int("INGEST_ATTRIBUTE_DEPTH_LIMIT", 8, minimu
 INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT = env_int(
     "INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT", 64 * 1024, minimum=0
 )
+INGEST_THREADS = env_int("INGEST_THREADS", 8, minimum=1, maximum=64)
+INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
