@@ -56,33 +56,46 @@ class InFlightBytes:
 
 
 class _Body:
-    """One request's body as it arrives, its bytes counted in flight until released."""
+    """One request's body as it arrives, its bytes held in flight until released.
 
-    def __init__(self, in_flight: InFlightBytes, max_bytes: int) -> None:
+    A declared ``Content-Length`` is held whole before the first byte is read: with many
+    large uploads at once, some go through and the others are refused straight away, rather
+    than all of them stalling halfway on the shared budget.
+    """
+
+    def __init__(self, in_flight: InFlightBytes, max_bytes: int, declared: int) -> None:
         self.in_flight = in_flight
         self.max_bytes = max_bytes
+        self.declared = declared
         self.chunks: list[bytes] = []
-        self.size = 0
+        self.held = 0
+
+    def _hold(self, size: int) -> None:
+        if size > self.held:
+            self.in_flight.take(size - self.held)
+            self.held = size
 
     async def read(self, receive: Receive) -> bytes:
+        self._hold(self.declared)
+        size = 0
         more = True
         while more:
             message = await receive()
             if message["type"] == "http.disconnect":
                 raise ConnectionResetError("client went away")
             chunk = message.get("body", b"")
-            if self.size + len(chunk) > self.max_bytes:
+            size += len(chunk)
+            if size > self.max_bytes:
                 raise BodyTooLargeWhileReading
-            self.in_flight.take(len(chunk))
-            self.size += len(chunk)
+            self._hold(size)
             self.chunks.append(chunk)
             more = message.get("more_body", False)
         return b"".join(self.chunks)
 
     def release(self) -> None:
         self.chunks.clear()
-        self.in_flight.release(self.size)
-        self.size = 0
+        self.in_flight.release(self.held)
+        self.held = 0
 
 
 async def _send(
@@ -131,7 +144,10 @@ class OtlpHttpApp:
             # still arrives once the response is complete, and the client can read the answer.
             await self._answer(send, admission)
             return
-        body = _Body(self.in_flight, admission.max_bytes)
+        declared = headers.get("content-length", "")
+        body = _Body(
+            self.in_flight, admission.max_bytes, int(declared) if declared.isdigit() else 0
+        )
         try:
             try:
                 raw = await asyncio.wait_for(body.read(receive), service.body_timeout_seconds)

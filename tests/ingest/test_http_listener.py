@@ -124,22 +124,20 @@ def test_body_that_stops_arriving_is_408_and_closed(ingest_server, connect):
     assert Span.objects.filter(team_id=tenant.team.id).count() == 0
 
 
-def test_bodies_in_flight_past_the_process_cap_get_503_with_retry_after(ingest_server, connect):
-    # given two authenticated uploads holding 3 MiB each, unfinished (the cap is 6 MiB)
+def test_upload_past_the_bytes_in_flight_cap_gets_503_before_sending(ingest_server, connect):
+    # given an unfinished authenticated upload holding its declared 4 MiB (the cap is 6 MiB)
     tenant = make_team_with_token()
-    for _ in range(2):
-        sock = connect()
-        _start_request(sock, MAX_BODY_BYTES, token=tenant.token)
-        sock.sendall(b"\x00" * (3 * MIB))
-    time.sleep(0.5)  # let the listener take those bytes in
+    first = connect()
+    _start_request(first, MAX_BODY_BYTES, token=tenant.token)
+    first.sendall(b"\x00" * MIB)
+    time.sleep(0.5)  # let the listener admit it
 
-    # when a third upload sends 1 MiB more
-    third = connect()
-    _start_request(third, MIB, token=tenant.token)
-    third.sendall(b"\x00" * MIB)
+    # when a second upload declares 3 MiB more
+    second = connect()
+    _start_request(second, 3 * MIB, token=tenant.token)
 
-    # then it is told to come back later rather than being buffered
-    head = third.recv(4096)
+    # then it is told to come back later before sending its body, rather than buffered
+    head = second.recv(4096)
     assert int(head.split(b" ", 2)[1]) == 503
     assert b"\r\nretry-after: " in head.lower()
 
