@@ -85,11 +85,12 @@ def _spans_sent(body: bytes, fmt: str) -> int:
     if fmt == "protobuf":
         request = ExportTraceServiceRequest.FromString(body)
         return sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+    # null reads as absent, as in the decoder.
     document = json.loads(body)
     return sum(
-        len(scope.get("spans") or [])
+        len((scope or {}).get("spans") or [])
         for resource in _get(document, "resourceSpans", "resource_spans") or []
-        for scope in _get(resource, "scopeSpans", "scope_spans") or []
+        for scope in _get(resource or {}, "scopeSpans", "scope_spans") or []
     )
 
 
@@ -144,17 +145,20 @@ def test_decoders_raise_nothing_but_decode_error(record_property):
     assert len(cases) >= 400
 
 
-@pytest.mark.django_db(transaction=True)
-def test_live_http_listener_never_fails_and_stores_what_it_acknowledges(
-    ingest_server, record_property
-):
+def _fuzz_otlp_http(
+    send: Callable[[bytes, dict[str, str]], tuple[int, bytes]], examples: int
+) -> int:
+    """Export fuzzed requests with ``send`` (body, headers) -> (status, body); the cases run.
+
+    Never a 5xx; on 200 exactly the acknowledged spans are stored, and a retry stores none.
+    """
     tenant = make_team_with_token()
     cases = []
 
     def stored() -> int:
         return Span.objects.filter(team_id=tenant.team.id).count()
 
-    @_budget(120)
+    @_budget(examples)
     @given(
         trees,
         st.sampled_from(["protobuf", "json"]),
@@ -166,21 +170,50 @@ def test_live_http_listener_never_fails_and_stores_what_it_acknowledges(
         body = _encode(tree, fmt, mutation, data)
         headers = {"content-type": CONTENT_TYPES[fmt], "authorization": f"Bearer {tenant.token}"}
         before = stored()
-        reply = post(ingest_server.traces_url, body, headers)
-        assert reply.status < 500, reply.body
-        if reply.status != 200:
+        status, answer = send(body, headers)
+        assert status < 500, answer
+        if status != 200:
             assert stored() == before
             return
-        rejected = _rejected(reply.body, fmt)
+        rejected = _rejected(answer, fmt)
         assert stored() - before == _spans_sent(body, fmt) - rejected
-        retry = post(ingest_server.traces_url, body, headers)
-        assert (retry.status, _rejected(retry.body, fmt)) == (200, rejected)
+        status, answer = send(body, headers)
+        assert (status, _rejected(answer, fmt)) == (200, rejected)
         assert stored() - before == _spans_sent(body, fmt) - rejected
 
     run()
-    record_property("fuzz_cases", len(cases))
-    print(f"live HTTP: {len(cases)} cases")
-    assert len(cases) >= 120
+    return len(cases)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_live_http_listener_never_fails_and_stores_what_it_acknowledges(
+    ingest_server, record_property
+):
+    def send(body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        reply = post(ingest_server.traces_url, body, headers)
+        return reply.status, reply.body
+
+    cases = _fuzz_otlp_http(send, 120)
+
+    record_property("fuzz_cases", cases)
+    print(f"live HTTP listener: {cases} cases")
+    assert cases >= 120
+
+
+@pytest.mark.django_db(transaction=True)
+def test_web_app_route_never_fails_and_stores_what_it_acknowledges(client, record_property):
+    def send(body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        others = {key: value for key, value in headers.items() if key != "content-type"}
+        response = client.post(
+            "/v1/traces", body, content_type=headers["content-type"], headers=others
+        )
+        return response.status_code, response.content
+
+    cases = _fuzz_otlp_http(send, 60)
+
+    record_property("fuzz_cases", cases)
+    print(f"web app /v1/traces: {cases} cases")
+    assert cases >= 60
 
 
 @pytest.mark.django_db(transaction=True)
