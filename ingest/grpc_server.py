@@ -1,14 +1,17 @@
 """The OTLP/gRPC listener (default port 4317): ``TraceService/Export``.
 
-The method is registered without a request deserializer, so the servicer receives the raw
-message bytes: gRPC's own deserialization would answer a malformed message with INTERNAL
-("Exception deserializing request!") before the token is checked, and outside the metrics.
-The service authenticates first, then decodes, and answers INVALID_ARGUMENT like OTLP/HTTP's
-400.
+The unary method is served by a request-streaming handler without a deserializer: on the
+wire a unary call is a stream of one message, and the handler gets a lazy iterator of raw
+message bytes. So the token in the metadata is checked before the message is even read (an
+anonymous client cannot make the server take in 64 MiB), and a malformed message is decoded
+by the service, which answers INVALID_ARGUMENT like OTLP/HTTP's 400 and counts it. gRPC's
+own deserialization answered INTERNAL ("Exception deserializing request!") before the token
+was checked, outside the metrics.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -24,10 +27,10 @@ class TraceService:
         self.service = service
 
     def export(
-        self, body: bytes, context: grpc.ServicerContext
+        self, messages: Iterator[bytes], context: grpc.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         metadata = {key.lower(): value for key, value in context.invocation_metadata()}
-        outcome = self.service.export_grpc(body, metadata)
+        outcome = self.service.export_grpc(metadata, lambda: next(messages, None))
         if not outcome.ok:
             if outcome.retry_after is not None:
                 context.set_trailing_metadata((("retry-after", str(outcome.retry_after)),))
@@ -57,7 +60,7 @@ def make_server(
             ("grpc.so_reuseport", int(reuse_port)),
         ],
     )
-    export = grpc.unary_unary_rpc_method_handler(
+    export = grpc.stream_unary_rpc_method_handler(
         TraceService(service).export,
         request_deserializer=None,  # raw bytes: see the module docstring
         response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import psycopg
@@ -228,18 +228,30 @@ class IngestService:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         return self._store(admission.grant, decoded, f"http/{admission.fmt}")
 
-    def export_grpc(self, body: bytes, metadata: Mapping[str, str]) -> Outcome:
-        """Answer one OTLP/gRPC export (the message's bytes); ``metadata`` has lower-case keys."""
+    def export_grpc(
+        self, metadata: Mapping[str, str], read_message: Callable[[], bytes | None]
+    ) -> Outcome:
+        """Answer one OTLP/gRPC export; ``metadata`` has lower-case keys.
+
+        ``read_message`` returns the request message's bytes (None when the client sent
+        none); it is called only once the token is accepted, so an unauthenticated client's
+        message is never read.
+        """
         started = time.perf_counter()
-        outcome = self._export_grpc(body, metadata)
+        outcome = self._export_grpc(metadata, read_message)
         m.REQUESTS.labels("grpc", str(outcome.http_status)).inc()
         m.REQUEST_SECONDS.labels("grpc").observe(time.perf_counter() - started)
         return outcome
 
-    def _export_grpc(self, body: bytes, metadata: Mapping[str, str]) -> Outcome:
+    def _export_grpc(
+        self, metadata: Mapping[str, str], read_message: Callable[[], bytes | None]
+    ) -> Outcome:
         grant = self._authenticate(token_from_headers(metadata))
         if isinstance(grant, Outcome):
             return grant
+        body = read_message()
+        if body is None:
+            return _failure(400, GRPC_INVALID_ARGUMENT, "no ExportTraceServiceRequest message")
         try:
             decoded = decoding.decode_protobuf(body, now_ns=time.time_ns(), limits=self.limits)
         except decoding.DecodeError as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -61,3 +63,25 @@ def test_valid_message_through_the_raw_channel_is_stored(export):
     # then it is a full success (an empty response) and both spans are stored
     assert reply == b""
     assert Span.objects.filter(team_id=tenant.team.id).count() == 2
+
+
+def test_export_without_token_is_refused_before_its_message_is_sent(ingest_server):
+    # given a client that opens the export call with no token and holds its message back
+    release = threading.Event()
+
+    def held_back() -> Iterator[bytes]:
+        release.wait(30)
+        yield export_request(SpanSpec()).SerializeToString()
+
+    with grpc.insecure_channel(f"127.0.0.1:{ingest_server.grpc_port}") as channel:
+        export = channel.stream_unary(EXPORT)
+        started = time.monotonic()
+
+        # when the server answers (the message has not been sent)
+        call = export.future(held_back(), timeout=10)
+        code = call.code()
+        release.set()
+
+    # then it is UNAUTHENTICATED at once, decided from the metadata alone
+    assert code == grpc.StatusCode.UNAUTHENTICATED
+    assert time.monotonic() - started < 5
