@@ -15,18 +15,17 @@ Validation is per span: a bad span is counted and reported through
 kept. Only a body that cannot be read at all raises :class:`DecodeError`.
 """
 
-import base64
-import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from ingest.limits import DEFAULT_LIMITS, Converter, Limits, Sizer, cap_attributes
+from ingest.values import COMPOUND, pb_member, pb_size, pb_value
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -37,24 +36,6 @@ __all__ = [
     "decode_protobuf",
     "decode_request",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Bounds applied while decoding; every field must be non-negative."""
-
-    max_attributes: int = 128  # per span, after merging; extra dropped and counted
-    max_value_length: int = 1024  # string values (and each string in arrays) truncated to this
-    max_future_ns: int = 3600 * 10**9  # spans ending later than now + this are rejected
-    max_age_ns: int = 30 * 86400 * 10**9  # spans starting before now - this are rejected
-
-    def __post_init__(self) -> None:
-        for name in ("max_attributes", "max_value_length", "max_future_ns", "max_age_ns"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"Limits.{name} must be >= 0")
-
-
-DEFAULT_LIMITS = Limits()
 
 
 class DecodedSpan(NamedTuple):
@@ -102,19 +83,15 @@ _MAX_STATUS = max(Status.StatusCode.values())
 _ZERO_TRACE_ID = bytes(16)
 _ZERO_SPAN_ID = bytes(8)
 
-# A resource reduced once per ResourceSpans rather than once per span:
-# (service_name, environment, capped attributes, attributes dropped so far).
-Resource = tuple[str, str, dict[str, object], int]
-
-# Converts one raw attribute value (an AnyValue message or its JSON object) given
-# the maximum string length.
-Converter = Callable[[Any, int], object]
+# A resource reduced once per ResourceSpans rather than once per span: (service_name,
+# environment, capped attributes, attributes dropped so far, their byte-budget cost).
+Resource = tuple[str, str, dict[str, object], int, int]
 
 
 # --- shared core -------------------------------------------------------------------------------
 #
-# Batch, reduce_resource, float_value, bytes_value and the Resource and Converter types are
-# public for the JSON front end (ingest.otlp_json) only, hence not in __all__.
+# Batch, reduce_resource and the Resource type are public for the JSON front end
+# (ingest.otlp_json) only, hence not in __all__.
 
 
 def _column_text(text: str, max_len: int) -> str:
@@ -125,47 +102,33 @@ def _column_text(text: str, max_len: int) -> str:
     return text if len(text) <= max_len else text[:max_len]
 
 
-def float_value(number: float) -> object:
-    # NaN and the infinities are not JSON (PostgreSQL jsonb rejects them); use the
-    # strings the proto3 JSON mapping uses for them.
-    if math.isfinite(number):
-        return number
-    if math.isnan(number):
-        return "NaN"
-    return "Infinity" if number > 0 else "-Infinity"
-
-
-def bytes_value(raw: bytes, max_len: int) -> str:
-    # Truncate the bytes, not the base64 text, so the result stays valid base64.
-    return base64.b64encode(raw[: max_len // 4 * 3]).decode("ascii")
-
-
-def reduce_resource(attributes: dict[str, object], sdk_dropped: int, limits: Limits) -> Resource:
-    """Pull service and environment out of converted resource attributes, cap the rest."""
-    service = attributes.pop(_SERVICE_KEY, None)
+def reduce_resource(
+    raw: dict[str, Any], sdk_dropped: int, limits: Limits, convert: Converter, measure: Sizer
+) -> Resource:
+    """Pull service and environment out of raw resource attributes, cap the rest."""
+    service = raw.pop(_SERVICE_KEY, None)
+    service = None if service is None else convert(service, limits, 0)
     environment = ""
     for key in _ENVIRONMENT_KEYS:
-        value = attributes.get(key)
-        if isinstance(value, str) and value:
-            environment = _column_text(value, 255)
-            break
-    dropped = sdk_dropped
-    if len(attributes) > limits.max_attributes:
-        dropped += len(attributes) - limits.max_attributes
-        attributes = dict(islice(attributes.items(), limits.max_attributes))
+        if key in raw:
+            value = convert(raw[key], limits, 0)
+            if isinstance(value, str) and value:
+                environment = _column_text(value, 255)
+                break
+    attributes, dropped, size = cap_attributes(raw, {}, 0, limits, convert, measure)
     service_name = (
         _column_text(service, 255) if isinstance(service, str) and service else _UNKNOWN_SERVICE
     )
-    return service_name, environment, attributes, dropped
+    return service_name, environment, attributes, dropped + sdk_dropped, size
 
 
 class Batch:
     """Validates spans and accumulates the kept ones and the rejection reasons."""
 
-    __slots__ = ("max_attributes", "max_end", "max_len", "min_start", "rejects", "spans")
+    __slots__ = ("limits", "max_end", "max_len", "min_start", "rejects", "spans")
 
     def __init__(self, now_ns: int, limits: Limits) -> None:
-        self.max_attributes = limits.max_attributes
+        self.limits = limits
         self.max_len = limits.max_value_length
         self.min_start = now_ns - limits.max_age_ns
         self.max_end = now_ns + limits.max_future_ns
@@ -186,6 +149,7 @@ class Batch:
         status_message: str,
         raw_attributes: dict[str, Any],
         convert: Converter,
+        measure: Sizer,
         sdk_dropped: int,
     ) -> None:
         """Keep the span, or count why it is rejected.
@@ -198,7 +162,7 @@ class Batch:
             self.reject(reason)
             return
         max_len = self.max_len
-        attributes, dropped, stage = self.attributes(resource, raw_attributes, convert)
+        attributes, dropped, stage = self.attributes(resource, raw_attributes, convert, measure)
         self.spans.append(
             DecodedSpan(
                 trace_id,
@@ -247,37 +211,18 @@ class Batch:
         return None
 
     def attributes(
-        self, resource: Resource, raw: dict[str, Any], convert: Converter
+        self, resource: Resource, raw: Mapping[str, Any], convert: Converter, measure: Sizer
     ) -> tuple[dict[str, object], int, str | None]:
-        """Merge span attributes over the resource's: (attributes, dropped, stage).
-
-        Values are converted only when kept, so attributes beyond the cap cost a
-        key lookup: a span with 10,000 attributes must not cost 10,000 conversions.
-        """
-        attributes = resource[2].copy()
-        dropped = resource[3]
-        max_len = self.max_len
-        free = self.max_attributes - len(attributes)
-        if len(raw) <= free:
-            # The common case: everything fits, no per-key bookkeeping needed.
-            for key, value in raw.items():
-                attributes[key] = convert(value, max_len)
-            stage = attributes[_STAGE_KEY] if _STAGE_KEY in raw else None
-        else:
-            for key, value in raw.items():
-                if key in attributes:
-                    attributes[key] = convert(value, max_len)
-                elif free > 0:
-                    free -= 1
-                    attributes[key] = convert(value, max_len)
-                else:
-                    dropped += 1
-            # The stage is a column of its own, so the cap must not hide it.
-            stage = convert(raw[_STAGE_KEY], max_len) if _STAGE_KEY in raw else None
+        """Merge span attributes over the resource's, capped: (attributes, dropped, stage)."""
+        attributes, dropped, _ = cap_attributes(
+            raw, resource[2], resource[4], self.limits, convert, measure
+        )
+        # The stage is a column of its own, so the caps must not hide it.
+        stage = convert(raw[_STAGE_KEY], self.limits, 0) if _STAGE_KEY in raw else None
         return (
             attributes,
-            dropped,
-            _column_text(stage, max_len) if isinstance(stage, str) and stage else None,
+            dropped + resource[3],
+            _column_text(stage, self.max_len) if isinstance(stage, str) and stage else None,
         )
 
     def result(self) -> DecodedExport:
@@ -291,31 +236,6 @@ class Batch:
 
 
 # --- protobuf ----------------------------------------------------------------------------------
-
-
-def _pb_value(value: AnyValue, max_len: int) -> object:
-    """Convert an OTLP ``AnyValue`` message to a JSON-serialisable Python value."""
-    # Most values are strings, and a non-empty string_value can only mean the string
-    # member of the oneof is set: that spares the WhichOneof call for them.
-    text = value.string_value
-    if text:
-        return text if len(text) <= max_len else text[:max_len]
-    kind = value.WhichOneof("value")
-    if kind == "string_value":
-        return text
-    if kind == "int_value":
-        return value.int_value
-    if kind == "bool_value":
-        return value.bool_value
-    if kind == "double_value":
-        return float_value(value.double_value)
-    if kind == "array_value":
-        return [_pb_value(item, max_len) for item in value.array_value.values]
-    if kind == "kvlist_value":
-        return {kv.key: _pb_value(kv.value, max_len) for kv in value.kvlist_value.values}
-    if kind == "bytes_value":
-        return bytes_value(value.bytes_value, max_len)
-    return None  # an empty AnyValue is OTLP's null
 
 
 def decode_protobuf(body: bytes, *, now_ns: int, limits: Limits = DEFAULT_LIMITS) -> DecodedExport:
@@ -349,14 +269,17 @@ def decode_request(
     keep = batch.spans.append
     invalid = batch.invalid
     max_len = limits.max_value_length
+    max_bytes = limits.max_attribute_bytes
     for resource_spans in msg.resource_spans:
         pb_resource = resource_spans.resource
         resource = reduce_resource(
-            {kv.key: _pb_value(kv.value, max_len) for kv in pb_resource.attributes},
+            {kv.key: kv.value for kv in pb_resource.attributes},
             pb_resource.dropped_attributes_count,
             limits,
+            pb_value,
+            pb_size,
         )
-        service, environment, resource_attributes, resource_dropped = resource
+        service, environment, resource_attributes, resource_dropped, resource_size = resource
         free = limits.max_attributes - len(resource_attributes)
         # A resource-level inference.stage must not be taken for the span's own.
         plain_resource = _STAGE_KEY not in resource_attributes
@@ -372,17 +295,30 @@ def decode_request(
                     batch.reject(reason)
                     continue
                 pb_attributes = span.attributes
+                size = max_bytes + 1  # over the budget unless the common case below applies
                 if plain_resource and len(pb_attributes) <= free:
-                    # The common case: everything fits under the cap. Last one wins on
+                    # The common case: scalar attributes within both caps. Last one wins on
                     # duplicate keys, as in the JSON front end.
                     attributes = resource_attributes.copy()
+                    size = resource_size
                     for kv in pb_attributes:
+                        key = kv.key
                         value = kv.value
                         text = value.string_value
                         if text:
-                            attributes[kv.key] = text if len(text) <= max_len else text[:max_len]
-                        else:
-                            attributes[kv.key] = _pb_value(value, max_len)
+                            if len(text) > max_len:
+                                text = text[:max_len]
+                            attributes[key] = text
+                            size += len(key) + len(text)
+                            continue
+                        kind = value.WhichOneof("value")
+                        if kind in COMPOUND:
+                            # Measured before conversion by the capping path instead.
+                            size = max_bytes + 1
+                            break
+                        attributes[key] = pb_member(value, kind, limits, 0)
+                        size += len(key) + 8
+                if size <= max_bytes:
                     stage = attributes.get(_STAGE_KEY)
                     stage = (
                         _column_text(stage, max_len) if stage and isinstance(stage, str) else None
@@ -390,7 +326,7 @@ def decode_request(
                     dropped = resource_dropped
                 else:
                     attributes, dropped, stage = batch.attributes(
-                        resource, {kv.key: kv.value for kv in pb_attributes}, _pb_value
+                        resource, {kv.key: kv.value for kv in pb_attributes}, pb_value, pb_size
                     )
                 if span.HasField("status"):
                     status = span.status

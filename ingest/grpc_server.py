@@ -1,26 +1,36 @@
-"""The OTLP/gRPC listener (default port 4317): ``TraceService/Export``."""
+"""The OTLP/gRPC listener (default port 4317): ``TraceService/Export``.
+
+The unary method is served by a request-streaming handler without a deserializer: on the
+wire a unary call is a stream of one message, and the handler gets a lazy iterator of raw
+message bytes. So the token in the metadata is checked before the message is even read (an
+anonymous client cannot make the server take in 64 MiB), and a malformed message is decoded
+by the service, which answers INVALID_ARGUMENT like OTLP/HTTP's 400 and counts it. gRPC's
+own deserialization answered INTERNAL ("Exception deserializing request!") before the token
+was checked, outside the metrics.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from ingest.service import IngestService
 
+SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
 
-class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+
+class TraceService:
     def __init__(self, service: IngestService) -> None:
         self.service = service
 
-    def Export(
-        self,
-        request: trace_service_pb2.ExportTraceServiceRequest,
-        context: grpc.ServicerContext,
+    def export(
+        self, messages: Iterator[bytes], context: grpc.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         metadata = {key.lower(): value for key, value in context.invocation_metadata()}
-        outcome = self.service.export_grpc(request, metadata)
+        outcome = self.service.export_grpc(metadata, lambda: next(messages, None))
         if not outcome.ok:
             if outcome.retry_after is not None:
                 context.set_trailing_metadata((("retry-after", str(outcome.retry_after)),))
@@ -50,6 +60,13 @@ def make_server(
             ("grpc.so_reuseport", int(reuse_port)),
         ],
     )
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(service), server)
+    export = grpc.stream_unary_rpc_method_handler(
+        TraceService(service).export,
+        request_deserializer=None,  # raw bytes: see the module docstring
+        response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE_NAME, {"Export": export}),)
+    )
     server.add_insecure_port(f"{host}:{port}")
     return server

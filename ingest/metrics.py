@@ -22,6 +22,13 @@ SPANS_REJECTED = Counter(
     "Spans rejected as invalid (reported to clients as partial success).",
     ["protocol"],
 )
+ATTRIBUTES_DROPPED = Counter(
+    "latencyboard_ingest_attributes_dropped_total",
+    "Attributes the accepted spans lack: dropped by the ingest limits "
+    "(INGEST_ATTRIBUTE_COUNT_LIMIT, INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT) or reported dropped by "
+    "the sending SDK.",
+    ["protocol"],
+)
 DB_ERRORS = Counter(
     "latencyboard_ingest_db_errors_total", "Requests answered 503 because of the database."
 )

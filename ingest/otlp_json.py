@@ -16,23 +16,21 @@ use: scope, events, links).
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from ingest.decoding import (
-    DEFAULT_LIMITS,
     Batch,
-    Converter,
     DecodedExport,
     DecodeError,
-    Limits,
     Resource,
-    bytes_value,
-    float_value,
     reduce_resource,
 )
+from ingest.limits import DEFAULT_LIMITS, Converter, Limits
+from ingest.values import bytes_value, float_value
 
 __all__ = ["decode_json"]
 
@@ -44,6 +42,9 @@ _UINT32_MAX = 2**32 - 1
 _UINT64_MAX = 2**64 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+# json.loads reads the escape of a lone UTF-16 surrogate ("\\ud800") into a str that no UTF-8
+# can encode, which PostgreSQL would refuse for the whole batch.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _truncate(text: str, max_len: int) -> str:
@@ -72,10 +73,12 @@ def _array(value: Any, field: str) -> list[Any]:
 
 
 def _string(value: Any, field: str) -> str:
+    """Every string of the request: a lone surrogate becomes U+FFFD, the replacement character,
+    as invalid UTF-8 does in decoders that replace rather than fail."""
     if value is None:
         return ""
     if type(value) is str:
-        return value
+        return value if value.isascii() else _LONE_SURROGATE.sub("\ufffd", value)
     raise DecodeError(f"{field} must be a JSON string")
 
 
@@ -130,21 +133,21 @@ def _key_value(kv: Any) -> tuple[str, Any]:
     return _string(kv.get("key"), "key"), kv.get("value")
 
 
-def _json_string(raw: Any, max_len: int) -> object:
-    return _truncate(_string(raw, "stringValue"), max_len)
+def _json_string(raw: Any, limits: Limits, depth: int) -> object:
+    return _truncate(_string(raw, "stringValue"), limits.max_value_length)
 
 
-def _json_bool(raw: Any, max_len: int) -> object:
+def _json_bool(raw: Any, limits: Limits, depth: int) -> object:
     if raw is None or type(raw) is bool:
         return bool(raw)
     raise DecodeError(f"boolValue must be true or false, got {raw!r:.40}")
 
 
-def _json_int(raw: Any, max_len: int) -> object:
+def _json_int(raw: Any, limits: Limits, depth: int) -> object:
     return _integer(raw, "intValue", _INT64_MIN, _INT64_MAX)
 
 
-def _json_double(raw: Any, max_len: int) -> object:
+def _json_double(raw: Any, limits: Limits, depth: int) -> object:
     if raw is None:
         return 0.0
     # proto3 JSON spells NaN and the infinities as strings, and allows numeric strings.
@@ -156,18 +159,24 @@ def _json_double(raw: Any, max_len: int) -> object:
     raise DecodeError(f"doubleValue must be a number, got {raw!r:.40}")
 
 
-def _json_array(raw: Any, max_len: int) -> object:
+def _json_array(raw: Any, limits: Limits, depth: int) -> object:
     values = _array(_object(raw, "arrayValue").get("values"), "arrayValue.values")
-    return [_json_value(item, max_len) for item in values]
+    if depth >= limits.max_depth:
+        return None
+    return [_json_value(item, limits, depth + 1) for item in values[: limits.max_items]]
 
 
-def _json_kvlist(raw: Any, max_len: int) -> object:
+def _json_kvlist(raw: Any, limits: Limits, depth: int) -> object:
     values = _array(_object(raw, "kvlistValue").get("values"), "kvlistValue.values")
-    return {key: _json_value(value, max_len) for key, value in map(_key_value, values)}
+    if depth >= limits.max_depth:
+        return None
+    pairs = map(_key_value, values[: limits.max_items])
+    return {key: _json_value(value, limits, depth + 1) for key, value in pairs}
 
 
-def _json_bytes(raw: Any, max_len: int) -> object:
+def _json_bytes(raw: Any, limits: Limits, depth: int) -> object:
     text = _string(raw, "bytesValue")
+    max_len = limits.max_value_length
     # proto3 JSON accepts standard or URL-safe base64, with or without padding.
     text = text.replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4)
     try:
@@ -197,8 +206,13 @@ _JSON_VALUES: Mapping[str, Converter] = {
 }
 
 
-def _json_value(value: Any, max_len: int) -> object:
-    """Convert an OTLP/JSON ``AnyValue`` object to a JSON-serialisable Python value."""
+_SIZED_MEMBERS: Mapping[str, str] = {
+    member: member.split("V")[0].split("_")[0] for member in _JSON_VALUES
+}
+
+
+def _json_value(value: Any, limits: Limits, depth: int) -> object:
+    """Convert an OTLP/JSON ``AnyValue`` object to a JSON-serialisable, capped Python value."""
     result: object = _ABSENT
     for member, raw in _object(value, "value").items():
         convert = _JSON_VALUES.get(member)
@@ -206,8 +220,48 @@ def _json_value(value: Any, max_len: int) -> object:
             continue  # an unknown key
         if result is not _ABSENT:
             raise DecodeError("an AnyValue sets more than one value")
-        result = convert(raw, max_len)
+        result = convert(raw, limits, depth)
     return None if result is _ABSENT else result  # an empty AnyValue is OTLP's null
+
+
+def _json_size(value: Any, max_len: int, budget: int) -> int:
+    """The byte-budget cost of an OTLP/JSON ``AnyValue`` (see :mod:`ingest.limits`), the same
+    as the protobuf front end's, counted only until past ``budget``. Malformed parts cost 8;
+    converting the value reports them."""
+    if type(value) is dict:
+        # The common case, a string, without the walk.
+        text = value.get("stringValue")
+        if type(text) is str and len(value) == 1:
+            return min(len(text), max_len)
+    total = 0
+    stack = [value]
+    while stack and total <= budget:
+        node = stack.pop()
+        if type(node) is not dict or not node.keys() & _SIZED_MEMBERS.keys():
+            total += 8  # a scalar, OTLP's null, or a malformed value
+            continue
+        for member, raw in node.items():
+            kind = _SIZED_MEMBERS.get(member)
+            if kind is None:
+                continue
+            values = raw.get("values") if type(raw) is dict else None
+            if (kind == "string" and type(raw) is str) or (kind == "bytes" and type(raw) is str):
+                total += min(len(raw), max_len)
+            elif kind in ("array", "kvlist") and type(values) is list:
+                total += len(values)
+                if total > budget:
+                    break
+                if kind == "array":
+                    stack.extend(values)
+                    continue
+                for kv in values:
+                    if type(kv) is dict:
+                        key = kv.get("key")
+                        total += len(key) if type(key) is str else 0
+                        stack.append(kv.get("value"))
+            else:
+                total += 8
+    return total
 
 
 def decode_json(body: bytes, *, now_ns: int, limits: Limits = DEFAULT_LIMITS) -> DecodedExport:
@@ -245,9 +299,8 @@ def decode_json(body: bytes, *, now_ns: int, limits: Limits = DEFAULT_LIMITS) ->
 
 def _json_resource(resource: dict[str, Any], limits: Limits) -> Resource:
     attributes = _array(resource.get("attributes"), "attributes")
-    max_len = limits.max_value_length
     return reduce_resource(
-        {key: _json_value(value, max_len) for key, value in map(_key_value, attributes)},
+        dict(map(_key_value, attributes)),
         _integer(
             _get(resource, "droppedAttributesCount", "dropped_attributes_count"),
             "droppedAttributesCount",
@@ -255,6 +308,8 @@ def _json_resource(resource: dict[str, Any], limits: Limits) -> Resource:
             _UINT32_MAX,
         ),
         limits,
+        _json_value,
+        _json_size,
     )
 
 
@@ -288,6 +343,7 @@ def _add_json_span(batch: Batch, resource: Resource, span: dict[str, Any]) -> No
         # Last one wins on duplicate keys, as in the protobuf front end.
         dict(map(_key_value, _array(span.get("attributes"), "attributes"))),
         _json_value,
+        _json_size,
         _integer(
             _get(span, "droppedAttributesCount", "dropped_attributes_count"),
             "droppedAttributesCount",

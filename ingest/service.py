@@ -1,6 +1,7 @@
 """The export operation shared by OTLP/HTTP (both listeners) and OTLP/gRPC.
 
-Order of checks: media type, token, size, decoding, rate limit, storage. Every failure maps
+Order of checks: media type, token and declared size (from the headers, before any body is
+read), size, decoding, rate limit, storage. Every failure maps
 to the status the OTLP specification gives it, and nothing a client sends can cause a 500.
 A ``200`` is only returned once the spans are committed.
 """
@@ -10,11 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import psycopg
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from django.conf import settings
 
 from ingest import bodies, decoding, otlp_json, responses
 from ingest import metrics as m
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 2
 # gRPC status codes (grpc.StatusCode values), kept numeric so this module needs no grpc import.
-GRPC_OK, GRPC_INVALID_ARGUMENT, GRPC_RESOURCE_EXHAUSTED = 0, 3, 8
+GRPC_OK, GRPC_INVALID_ARGUMENT, GRPC_DEADLINE_EXCEEDED, GRPC_RESOURCE_EXHAUSTED = 0, 3, 4, 8
 GRPC_UNAVAILABLE, GRPC_UNAUTHENTICATED = 14, 16
 
 
@@ -54,6 +55,16 @@ class HttpReply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """An OTLP/HTTP export whose headers passed :meth:`IngestService.admit_http`."""
+
+    fmt: bodies.Format
+    grant: TokenGrant
+    started: float  # perf_counter() when the request arrived
+    max_bytes: int  # the body cap of its format, compressed on the wire and inflated
+
+
 def _failure(http_status: int, grpc_code: int, message: str, **extra: object) -> Outcome:
     return Outcome(http_status=http_status, grpc_code=grpc_code, message=message, **extra)  # type: ignore[arg-type]
 
@@ -72,7 +83,17 @@ class IngestService:
         self.tokens = TokenDirectory(writer.pool)
         self.rate_limiter = rate_limiter or SpanRateLimiter()
         self.max_body_bytes = max_body_bytes
+        # Parsed JSON takes about twelve times its size in Python objects, built before any
+        # cap can apply, so JSON bodies get a cap of their own.
+        self.max_json_body_bytes = min(max_body_bytes, settings.INGEST_MAX_JSON_BODY_BYTES)
+        self.body_timeout_seconds = settings.INGEST_BODY_TIMEOUT_SECONDS
+        self.max_inflight_bytes = settings.INGEST_MAX_INFLIGHT_BYTES
         self.limits = decoding.Limits(
+            max_attributes=settings.INGEST_ATTRIBUTE_COUNT_LIMIT,
+            max_value_length=settings.INGEST_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+            max_items=settings.INGEST_ATTRIBUTE_ITEMS_LIMIT,
+            max_depth=settings.INGEST_ATTRIBUTE_DEPTH_LIMIT,
+            max_attribute_bytes=settings.INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT,
             max_future_ns=max_future_seconds * 10**9,
             max_age_ns=retention_days * 86_400 * 10**9,
         )
@@ -122,6 +143,9 @@ class IngestService:
                 )
             stored = result.stored
             m.SPANS_STORED.labels(protocol).inc(result.stored)
+            m.ATTRIBUTES_DROPPED.labels(protocol).inc(
+                sum(span.dropped_attributes for span in decoded.spans)
+            )
             m.SPANS_DUPLICATE.labels(protocol).inc(result.duplicates)
         m.SPANS_REJECTED.labels(protocol).inc(decoded.rejected_spans)
         m.BATCH_SPANS.observe(len(decoded.spans) + decoded.rejected_spans)
@@ -133,37 +157,62 @@ class IngestService:
             stored=stored,
         )
 
-    def export_http(
-        self,
-        body: bytes,
-        headers: Mapping[str, str],
-    ) -> HttpReply:
-        """Answer one OTLP/HTTP export; ``headers`` has lower-case names."""
+    def admit_http(self, headers: Mapping[str, str]) -> Admission | HttpReply:
+        """What the headers of an OTLP/HTTP export decide, before its body is read: the media
+        type (415), the token (401, or 503 while the database is down) and a declared
+        ``Content-Length`` past the cap (413). ``headers`` has lower-case names.
+
+        An anonymous client thus never makes the listener hold its body.
+        """
         started = time.perf_counter()
         try:
             fmt = bodies.format_of(headers.get("content-type"))
         except bodies.UnsupportedMediaType as exc:
             return self._reply("json", _failure(415, GRPC_INVALID_ARGUMENT, str(exc)), started)
-        outcome = self._export_http(fmt, body, headers)
-        return self._reply(fmt, outcome, started)
-
-    def too_large_reply(self, headers: Mapping[str, str]) -> HttpReply:
-        """The 413 for a body whose bytes on the wire already pass the cap."""
-        try:
-            fmt = bodies.format_of(headers.get("content-type"))
-        except bodies.UnsupportedMediaType:
-            fmt = "json"
-        message = f"body is larger than {self.max_body_bytes} bytes"
-        return self._reply(
-            fmt, _failure(413, GRPC_RESOURCE_EXHAUSTED, message), time.perf_counter()
-        )
-
-    def _export_http(self, fmt: bodies.Format, body: bytes, headers: Mapping[str, str]) -> Outcome:
         grant = self._authenticate(token_from_headers(headers))
         if isinstance(grant, Outcome):
-            return grant
+            return self._reply(fmt, grant, started)
+        cap = self.max_json_body_bytes if fmt == "json" else self.max_body_bytes
+        admission = Admission(fmt, grant, started, cap)
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            return self.too_large_reply(admission)
+        return admission
+
+    def export_http(
+        self, admission: Admission, body: bytes, headers: Mapping[str, str]
+    ) -> HttpReply:
+        """Answer one admitted OTLP/HTTP export once its body has arrived."""
+        outcome = self._export_http(admission, body, headers)
+        return self._reply(admission.fmt, outcome, admission.started)
+
+    def too_large_reply(self, admission: Admission) -> HttpReply:
+        """The 413 for a body whose bytes on the wire pass the cap."""
+        message = f"body is larger than {admission.max_bytes} bytes"
+        outcome = _failure(413, GRPC_RESOURCE_EXHAUSTED, message)
+        return self._reply(admission.fmt, outcome, admission.started)
+
+    def timeout_reply(self, admission: Admission) -> HttpReply:
+        """The 408 for a body that did not arrive within ``body_timeout_seconds``."""
+        message = f"body did not arrive within {self.body_timeout_seconds} seconds"
+        outcome = _failure(408, GRPC_DEADLINE_EXCEEDED, message)
+        return self._reply(admission.fmt, outcome, admission.started)
+
+    def busy_reply(self, admission: Admission) -> HttpReply:
+        """The 503 for a body that would pass the process's bytes in flight."""
+        outcome = _failure(
+            503,
+            GRPC_UNAVAILABLE,
+            "too many request bytes in flight, retry later",
+            retry_after=RETRY_AFTER_SECONDS,
+        )
+        return self._reply(admission.fmt, outcome, admission.started)
+
+    def _export_http(
+        self, admission: Admission, body: bytes, headers: Mapping[str, str]
+    ) -> Outcome:
         try:
-            raw = bodies.decompress(body, headers.get("content-encoding"), self.max_body_bytes)
+            raw = bodies.decompress(body, headers.get("content-encoding"), admission.max_bytes)
         except bodies.BodyTooLarge as exc:
             return _failure(413, GRPC_RESOURCE_EXHAUSTED, str(exc))
         except bodies.UnsupportedMediaType as exc:
@@ -172,32 +221,40 @@ class IngestService:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         now_ns = time.time_ns()
         try:
-            if fmt == "protobuf":
+            if admission.fmt == "protobuf":
                 decoded = decoding.decode_protobuf(raw, now_ns=now_ns, limits=self.limits)
             else:
                 decoded = otlp_json.decode_json(raw, now_ns=now_ns, limits=self.limits)
         except decoding.DecodeError as exc:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
-        return self._store(grant, decoded, f"http/{fmt}")
+        return self._store(admission.grant, decoded, f"http/{admission.fmt}")
 
     def export_grpc(
-        self, request: ExportTraceServiceRequest, metadata: Mapping[str, str]
+        self, metadata: Mapping[str, str], read_message: Callable[[], bytes | None]
     ) -> Outcome:
-        """Answer one OTLP/gRPC export; ``metadata`` has lower-case keys."""
+        """Answer one OTLP/gRPC export; ``metadata`` has lower-case keys.
+
+        ``read_message`` returns the request message's bytes (None when the client sent
+        none); it is called only once the token is accepted, so an unauthenticated client's
+        message is never read.
+        """
         started = time.perf_counter()
-        outcome = self._export_grpc(request, metadata)
+        outcome = self._export_grpc(metadata, read_message)
         m.REQUESTS.labels("grpc", str(outcome.http_status)).inc()
         m.REQUEST_SECONDS.labels("grpc").observe(time.perf_counter() - started)
         return outcome
 
     def _export_grpc(
-        self, request: ExportTraceServiceRequest, metadata: Mapping[str, str]
+        self, metadata: Mapping[str, str], read_message: Callable[[], bytes | None]
     ) -> Outcome:
         grant = self._authenticate(token_from_headers(metadata))
         if isinstance(grant, Outcome):
             return grant
+        body = read_message()
+        if body is None:
+            return _failure(400, GRPC_INVALID_ARGUMENT, "no ExportTraceServiceRequest message")
         try:
-            decoded = decoding.decode_request(request, now_ns=time.time_ns(), limits=self.limits)
+            decoded = decoding.decode_protobuf(body, now_ns=time.time_ns(), limits=self.limits)
         except decoding.DecodeError as exc:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         return self._store(grant, decoded, "grpc")

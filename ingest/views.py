@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from ingest.service import IngestService
+from ingest.service import HttpReply, IngestService
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
 
@@ -45,8 +45,18 @@ def _read_capped(request: HttpRequest, cap: int) -> bytes | None:
 def traces(request: HttpRequest) -> HttpResponse:
     service = _service()
     headers = {key.lower(): value for key, value in request.headers.items()}
-    body = _read_capped(request, service.max_body_bytes)
-    reply = service.too_large_reply(headers) if body is None else service.export_http(body, headers)
+    # The headers decide first (token, declared size), so the body stream is never touched
+    # for a request that is refused anyway.
+    admission = service.admit_http(headers)
+    if isinstance(admission, HttpReply):
+        reply = admission
+    else:
+        body = _read_capped(request, admission.max_bytes)
+        reply = (
+            service.too_large_reply(admission)
+            if body is None
+            else service.export_http(admission, body, headers)
+        )
     response = HttpResponse(reply.body, status=reply.status, content_type=reply.content_type)
     for key, value in reply.headers.items():
         response[key] = value

@@ -302,6 +302,27 @@ except ValueError as exc:
 INGEST_HTTP_PORT = env_int("INGEST_HTTP_PORT", 4318, minimum=1, maximum=65535)
 INGEST_GRPC_PORT = env_int("INGEST_GRPC_PORT", 4317, minimum=1, maximum=65535)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
+# OTLP/JSON bodies are parsed whole into Python objects (about 12x their size) before any
+# limit applies, so they get a smaller cap than protobuf ones.
+INGEST_MAX_JSON_BODY_BYTES = env_int("INGEST_MAX_JSON_BODY_BYTES", 16 * 1024 * 1024, minimum=1024)
+# A request body must arrive whole within this time (3x the OTel SDKs' 10 s export timeout:
+# a client slower than that has already given up); past it the listener answers 408.
+INGEST_BODY_TIMEOUT_SECONDS = env_int("INGEST_BODY_TIMEOUT_SECONDS", 30, minimum=1)
+# Request bytes one ingest process holds at once (bodies being read or decoded); past it new
+# bodies get 503 + Retry-After, so memory stays bounded under many concurrent large uploads.
+INGEST_MAX_INFLIGHT_BYTES = env_int("INGEST_MAX_INFLIGHT_BYTES", 256 * 1024 * 1024, minimum=1024)
+# Span attribute limits (see ingest/limits.py), after the OTel SDK's: attributes past the count
+# or the size budget are dropped and counted, longer strings truncated, arrays and key-value
+# lists cut to a number of elements, values nested deeper than the depth stored as null.
+INGEST_ATTRIBUTE_COUNT_LIMIT = env_int("INGEST_ATTRIBUTE_COUNT_LIMIT", 128, minimum=0)
+INGEST_ATTRIBUTE_VALUE_LENGTH_LIMIT = env_int(
+    "INGEST_ATTRIBUTE_VALUE_LENGTH_LIMIT", 1024, minimum=0
+)
+INGEST_ATTRIBUTE_ITEMS_LIMIT = env_int("INGEST_ATTRIBUTE_ITEMS_LIMIT", 1024, minimum=0)
+INGEST_ATTRIBUTE_DEPTH_LIMIT = env_int("INGEST_ATTRIBUTE_DEPTH_LIMIT", 8, minimum=0, maximum=64)
+INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT = env_int(
+    "INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT", 64 * 1024, minimum=0
+)
 INGEST_THREADS = env_int("INGEST_THREADS", 8, minimum=1, maximum=64)
 INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
 # Ingest hosts (containers running python -m ingest) that one token's traffic is spread over:

@@ -25,8 +25,16 @@ def ingest_server(
 ) -> Iterator[IngestServer]:
     """The real ingest process (HTTP + gRPC listeners) on the test database."""
     http_port, grpc_port = free_port(), free_port()
-    # A small body cap keeps the 413 tests cheap; a long retention admits the 2018 example.
-    env = dict(child_env, INGEST_MAX_BODY_BYTES=str(4 * 1024 * 1024), RETENTION_DAYS="4000")
+    # A small body cap keeps the 413 tests cheap; a long retention admits the 2018 example;
+    # a short body timeout and small in-flight and JSON caps keep test_http_listener.py quick.
+    env = dict(
+        child_env,
+        INGEST_MAX_BODY_BYTES=str(4 * 1024 * 1024),
+        RETENTION_DAYS="4000",
+        INGEST_BODY_TIMEOUT_SECONDS="2",
+        INGEST_MAX_INFLIGHT_BYTES=str(6 * 1024 * 1024),
+        INGEST_MAX_JSON_BODY_BYTES=str(1024 * 1024),
+    )
     running = start_process(
         [PYTHON, "-m", "ingest", "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
         env,

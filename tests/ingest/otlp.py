@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -33,6 +35,17 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> Reply:
         )
     finally:
         conn.close()
+
+
+def metric(http_port: int, name: str, **labels: str) -> float:
+    """One sample of the ingest process's /metrics (labels in Prometheus' sorted order); 0 when
+    it has not been counted yet."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics") as response:
+        text = response.read().decode()
+    selector = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+    sample = re.escape(f"{name}{{{selector}}}" if labels else name)
+    found = re.search(rf"^{sample} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
 
 
 def kv(key: str, value: str) -> KeyValue:
