@@ -65,13 +65,13 @@ def test_first_start_fills_a_week_with_rollouts_and_slas_and_later_starts_keep_i
     for profile in PIPELINES:
         pipeline = Pipeline.objects.get(team=team, service_name=profile.name)
         # and the 7 d percentiles have an end-to-end point in every hour of the week (the
-        # first hour may hold a few minutes of history only)
+        # first and the current hour may hold a few minutes of history only)
         response = client.get(f"/api/pipelines/{pipeline.pk}/percentiles/", {"window": "7d"})
         assert response.status_code == 200
         points = response.json()["series"][0]["points"]
         assert response.json()["series"][0]["stage"]["name"] == "end-to-end"
         assert len(points) == 169
-        assert [point["t"] for point in points[1:] if not point["n"]] == []
+        assert [point["t"] for point in points[1:-1] if not point["n"]] == []
         # and the candidate model was rolled out and marked at least once in the week
         baseline, candidate = (version.name for version in profile.model_versions)
         rollouts = [
