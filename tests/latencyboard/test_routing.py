@@ -1,0 +1,36 @@
+"""WebSocket routing through the real ASGI application."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing.websocket import WebsocketCommunicator
+
+from latencyboard.asgi import application
+
+ORIGIN = [(b"origin", b"http://localhost")]
+
+
+@async_to_sync
+async def handshake(path: str) -> tuple[bool, int | str | None]:
+    """Open a WebSocket on ``path`` from an allowed origin: (accepted, close code)."""
+    communicator = WebsocketCommunicator(application, path, headers=ORIGIN)
+    connected, code = await communicator.connect()
+    await communicator.disconnect()
+    return connected, code
+
+
+@pytest.mark.parametrize("path", ["/ws/nothing/", "/", "/ws/live/extra/", "/api/pipelines/"])
+def test_an_unknown_websocket_path_is_refused_at_the_handshake(path, caplog):
+    # When a client opens a WebSocket on a path no consumer serves
+    accepted, _ = handshake(path)
+
+    # Then the handshake is denied (the server answers 403), and nothing is logged as an error
+    assert accepted is False
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_the_live_socket_is_still_routed_and_refuses_anonymous_users():
+    assert handshake("/ws/live/") == (False, 4401)
