@@ -1,10 +1,11 @@
 """The moments and durations a request may name: one rule for every API, page and form.
 
 Every moment (a window's start or end, an exemplar minute, a maintenance window) lies in
-``[EARLIEST, LATEST)`` and every duration (a window length, a step) in ``(0, LONGEST]``, so
-that whatever a query adds or subtracts (``end - window``, ``minute + step``, a bucket grid
-widened by a step) stays far inside Python's years 1-9999 and PostgreSQL's timestamps, and a
-moment in nanoseconds since the epoch still fits a signed 64-bit integer (up to 2262).
+``[EARLIEST, LATEST)``, every duration (a window length, a step) in ``(0, LONGEST]`` and every
+duration filter in milliseconds in ``[0, LONGEST]``, so that whatever a query adds or
+subtracts (``end - window``, ``minute + step``, a bucket grid widened by a step) stays far
+inside Python's years 1-9999 and PostgreSQL's timestamps, and a moment in nanoseconds since
+the epoch (up to 2262) or a duration in nanoseconds still fits a signed 64-bit integer.
 Outside them a request is refused with a 400 naming the parameter, never a 500.
 """
 
@@ -58,3 +59,10 @@ class DurationField(serializers.DurationField):
     """A duration in seconds or ISO 8601 (``PT1H``) inside the bounds."""
 
     default_validators = [validate_duration]
+
+
+class MillisecondsField(serializers.FloatField):
+    """A duration in milliseconds, from 0 to ``LONGEST``: a span duration filter."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(min_value=0, max_value=LONGEST / dt.timedelta(milliseconds=1), **kwargs)

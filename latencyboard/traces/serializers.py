@@ -69,11 +69,11 @@ class TraceSearchQuerySerializer(serializers.Serializer):
         required=False,
         help_text="Instead of start and end: the window ending now, like 15m, 1h or 24h.",
     )
-    min_ms = serializers.FloatField(
-        required=False, min_value=0, help_text="Shortest duration in ms (inclusive)."
+    min_ms = bounds.MillisecondsField(
+        required=False, help_text="Shortest duration in ms (inclusive)."
     )
-    max_ms = serializers.FloatField(
-        required=False, min_value=0, help_text="Longest duration in ms (inclusive)."
+    max_ms = bounds.MillisecondsField(
+        required=False, help_text="Longest duration in ms (inclusive)."
     )
     status = serializers.ChoiceField(
         choices=["error", "ok"],

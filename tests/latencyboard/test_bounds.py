@@ -134,6 +134,29 @@ def test_extreme_moments_and_durations_are_a_400_naming_the_parameter(
     assert response.json() == errors
 
 
+MS_TOO_LONG = "Ensure this value is less than or equal to 34560000000.0."
+
+
+@pytest.mark.parametrize(
+    ("params", "errors"),
+    [
+        pytest.param("min_ms=1e303", {"min_ms": [MS_TOO_LONG]}, id="min-overflows-ns"),
+        pytest.param("max_ms=1e300", {"max_ms": [MS_TOO_LONG]}, id="max-beyond-bigint"),
+        pytest.param(
+            "min_ms=-1", {"min_ms": ["Ensure this value is greater than or equal to 0."]}, id="neg"
+        ),
+    ],
+)
+def test_a_duration_filter_beyond_400_days_is_a_400(client, scene, params, errors):
+    # Found by the API fuzzer: min_ms=1e303 overflowed to infinity in nanoseconds (a 500).
+    client.force_login(scene.admin)
+
+    response = client.get(f"/api/traces/?{params}")
+
+    assert response.status_code == 400
+    assert response.json() == errors
+
+
 @pytest.mark.parametrize(
     "template",
     [
@@ -151,6 +174,7 @@ def test_extreme_moments_and_durations_are_a_400_naming_the_parameter(
             id="exemplars-latest",
         ),
         pytest.param(f"/api/traces/?{WINDOW}", id="trace-search"),
+        pytest.param(f"/api/traces/?{WINDOW}&min_ms=0&max_ms=34560000000", id="trace-search-ms"),
     ],
 )
 def test_the_widest_sane_requests_still_answer(client, scene, template):
