@@ -12,7 +12,7 @@ Outside them a request is refused with a 400 naming the parameter, never a 500.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Final
+from typing import Any, Final
 
 from django.core.exceptions import ValidationError
 from rest_framework import serializers
@@ -64,5 +64,5 @@ class DurationField(serializers.DurationField):
 class MillisecondsField(serializers.FloatField):
     """A duration in milliseconds, from 0 to ``LONGEST``: a span duration filter."""
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(min_value=0, max_value=LONGEST / dt.timedelta(milliseconds=1), **kwargs)

@@ -3,7 +3,10 @@ nothing of the code (no traceback, no settings, no URL patterns)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
 from tests.factories import make_team, make_user
@@ -42,7 +45,7 @@ def assert_our_page(body: str, heading: str) -> None:
 def test_errors_are_our_own_pages(path, status, heading):
     # Given a team member in production (DEBUG off)
     client = Client(raise_request_exception=False)
-    client.force_login(make_user(make_team()))
+    client.force_login(cast(User, make_user(make_team())))
 
     # When a request fails
     response = client.get(path)
