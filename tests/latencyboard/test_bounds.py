@@ -263,3 +263,21 @@ def test_the_latest_moment_plus_the_longest_step_still_fits_nanoseconds_in_a_big
     nanoseconds = (furthest - bounds.EARLIEST) // dt.timedelta(microseconds=1) * 1000
 
     assert nanoseconds < 2**63
+
+
+def test_the_maintenance_form_refuses_a_window_in_year_9999(client, scene):
+    client.force_login(scene.admin)
+
+    response = client.post(
+        f"/slas/{scene.objective.pk}/maintenance/",
+        {
+            "start": "9999-12-31T00:00",
+            "end": "9999-12-31T23:59",
+            "reason": "upgrade",
+            "covers": "objective",
+        },
+    )
+
+    assert response.status_code == 400
+    assert MOMENT_ERROR in response.content.decode()
+    assert not MaintenanceWindow.objects.exists()
