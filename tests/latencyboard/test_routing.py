@@ -10,6 +10,9 @@ from channels.testing.websocket import WebsocketCommunicator
 
 from latencyboard.asgi import application
 
+# Channels closes stale database connections around each consumer call: it needs access.
+pytestmark = pytest.mark.django_db
+
 ORIGIN = [(b"origin", b"http://localhost")]
 
 
