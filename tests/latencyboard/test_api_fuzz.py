@@ -69,11 +69,12 @@ class TeamData:
     objective_ids: frozenset[int]
     window_ids: frozenset[int]
     trace_ids: frozenset[str]  # hex
-    names: frozenset[str]  # pipeline names, objective names, maintenance reasons
+    names: frozenset[str]  # team, pipeline and objective names, maintenance reasons
 
     @property
     def ids(self) -> frozenset[int]:
-        return self.pipeline_ids | self.stage_ids | self.objective_ids | self.window_ids
+        kinds = self.pipeline_ids | self.stage_ids | self.objective_ids | self.window_ids
+        return kinds | {self.team.pk}
 
 
 def _objective_with_maintenance(team: Team, pipeline: Pipeline, admin: User, name: str) -> None:
@@ -116,6 +117,7 @@ def _collect(team: Team, admin: User) -> TeamData:
         trace_ids=trace_ids,
         names=frozenset(
             [
+                team.name,
                 *(str(pipeline) for pipeline in pipelines),
                 *objectives.values_list("name", flat=True),
                 *windows.values_list("reason", flat=True),
