@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from rest_framework import serializers
 
+from latencyboard import bounds
 from latencyboard.compare import sampling, stats
 from latencyboard.compare.queries import Side
 
@@ -27,17 +28,17 @@ class CompareQuerySerializer(serializers.Serializer):
     pipeline = serializers.IntegerField(
         min_value=1, max_value=_MAX_ID, help_text="Id of a pipeline of one of your teams."
     )
-    a_start = serializers.DateTimeField(
+    a_start = bounds.MomentField(
         required=False,
         help_text="Windows mode: start of window A (ISO 8601, UTC unless an offset is given).",
     )
-    a_end = serializers.DateTimeField(required=False, help_text="Windows mode: end of A (excl.).")
-    b_start = serializers.DateTimeField(required=False, help_text="Windows mode: start of B.")
-    b_end = serializers.DateTimeField(required=False, help_text="Windows mode: end of B (excl.).")
-    start = serializers.DateTimeField(
+    a_end = bounds.MomentField(required=False, help_text="Windows mode: end of A (excl.).")
+    b_start = bounds.MomentField(required=False, help_text="Windows mode: start of B.")
+    b_end = bounds.MomentField(required=False, help_text="Windows mode: end of B (excl.).")
+    start = bounds.MomentField(
         required=False, help_text="Attribute mode: start of the one window both sides share."
     )
-    end = serializers.DateTimeField(
+    end = bounds.MomentField(
         required=False, help_text="Attribute mode: end of the window (exclusive)."
     )
     attr = serializers.CharField(

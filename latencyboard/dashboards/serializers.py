@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from latencyboard import bounds
 from latencyboard.dashboards import bottleneck
 from latencyboard.rollups import windows
 from latencyboard.rollups.queries import DEFAULT_QUANTILES
@@ -16,9 +17,9 @@ from latencyboard.rollups.serializers import END_TO_END_STAGE
 class WindowQuerySerializer(serializers.Serializer[Any]):
     """``start`` and ``end`` of a window (at most ``windows.MAX_WINDOW``), and a ``step``."""
 
-    start = serializers.DateTimeField(help_text="Window start, ISO 8601.")
-    end = serializers.DateTimeField(help_text="Window end (exclusive).")
-    step = serializers.DurationField(
+    start = bounds.MomentField(help_text="Window start, ISO 8601.")
+    end = bounds.MomentField(help_text="Window end (exclusive).")
+    step = bounds.DurationField(
         default=dt.timedelta(hours=1),
         help_text="Bucket length, in seconds (3600) or ISO 8601 (PT1H): it must divide an "
         "hour, be whole hours dividing a day, or be whole days.",

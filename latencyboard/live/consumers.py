@@ -4,6 +4,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.security.websocket import WebsocketDenier
 
 from latencyboard.live.groups import team_group
 from latencyboard.teams.queries import teams_of
@@ -34,3 +35,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def live_event(self, message: dict[str, Any]) -> None:
         await self.send_json(message["event"])
+
+
+class UnknownPathConsumer(WebsocketDenier):
+    """Refuses the handshake of a WebSocket path no other consumer serves (HTTP 403)."""
+
+    # An alias that is not configured has no channel layer: refusing needs no Redis, so an
+    # unknown path is refused cleanly even while Redis is down.
+    channel_layer_alias = "unknown-path-needs-no-layer"

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 from rest_framework import serializers
 
+from latencyboard import bounds
 from latencyboard.rollups import windows
 from latencyboard.rollups.queries import (
     DEFAULT_QUANTILES,
@@ -36,7 +37,9 @@ def _duration(text: str) -> dt.timedelta:
     match = _DURATION.fullmatch(text.strip())
     if match is None:
         raise serializers.ValidationError("Use a number and a unit m, h or d, like 15m, 1h or 7d.")
-    return dt.timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
+    duration = dt.timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
+    bounds.validate_duration(duration)
+    return duration
 
 
 class PercentileQuerySerializer(serializers.Serializer):
@@ -52,10 +55,10 @@ class PercentileQuerySerializer(serializers.Serializer):
         help_text=f"Comma-separated stage ids of this pipeline; `{END_TO_END_STAGE}` is the "
         "end-to-end latency. Default: end-to-end and every stage.",
     )
-    start = serializers.DateTimeField(
+    start = bounds.MomentField(
         required=False, help_text="Window start, ISO 8601 (UTC unless an offset is given)."
     )
-    end = serializers.DateTimeField(required=False, help_text="Window end (exclusive).")
+    end = bounds.MomentField(required=False, help_text="Window end (exclusive).")
     window = serializers.CharField(
         required=False,
         help_text="Instead of start/end: a window ending now, like 24h or 7d. Default: "

@@ -14,6 +14,7 @@ from django import forms
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from latencyboard import bounds
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.sla.models import MAINTENANCE_REASON_MAX_LENGTH, Coverage, Window
 from latencyboard.sla.templatetags.sla_format import plain
@@ -113,6 +114,7 @@ class _UtcDateTimeField(forms.DateTimeField):
     """Read and shown in UTC whatever the active time zone: the pages speak UTC throughout."""
 
     widget = forms.DateTimeInput(attrs={"type": "datetime-local"}, format=_LOCAL_INPUT_FORMAT)
+    default_validators = [bounds.validate_moment]
 
     def to_python(self, value: Any) -> dt.datetime | None:
         with timezone.override(dt.UTC):

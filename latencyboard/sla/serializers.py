@@ -12,6 +12,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from latencyboard import bounds
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.sla import attainment as maths
 from latencyboard.sla.models import (
@@ -93,10 +94,10 @@ class AttainmentQuerySerializer(serializers.Serializer[Any]):
     Needs ``now`` and ``default_window`` in its context.
     """
 
-    start = serializers.DateTimeField(required=False)
-    end = serializers.DateTimeField(required=False)
+    start = bounds.MomentField(required=False)
+    end = bounds.MomentField(required=False)
     window = serializers.ChoiceField(choices=list(_WINDOW_PARAMS), required=False)
-    step = serializers.DurationField(
+    step = bounds.DurationField(
         default=dt.timedelta(hours=1),
         help_text="Whole minutes, in seconds (3600) or ISO 8601 (PT1H); default one hour.",
     )
@@ -237,8 +238,8 @@ class MaintenanceWindowSerializer(serializers.ModelSerializer[MaintenanceWindow]
 class MaintenanceWindowCreateSerializer(serializers.Serializer[MaintenanceWindow]):
     """A new maintenance window of the objective in the URL, or of its whole pipeline."""
 
-    start = serializers.DateTimeField()
-    end = serializers.DateTimeField(help_text="Exclusive.")
+    start = bounds.MomentField()
+    end = bounds.MomentField(help_text="Exclusive.")
     reason = serializers.CharField(max_length=MAINTENANCE_REASON_MAX_LENGTH)
     covers = serializers.ChoiceField(choices=Coverage.choices, default=Coverage.OBJECTIVE)
 

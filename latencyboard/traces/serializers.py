@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from rest_framework import serializers
 
+from latencyboard import bounds
 from latencyboard.traces import ids
 from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT, Exemplars
 from latencyboard.traces.queries import (
@@ -55,12 +56,12 @@ class TraceSearchQuerySerializer(serializers.Serializer):
         f"bound that span's duration. `{END_TO_END_STAGE}` (the root spans) is the same as "
         "no stage.",
     )
-    start = serializers.DateTimeField(
+    start = bounds.MomentField(
         required=False,
         help_text="Earliest root span start, ISO 8601 (UTC unless an offset is given). "
         f"Default with end: the last {DEFAULT_WINDOW // dt.timedelta(hours=1)} h.",
     )
-    end = serializers.DateTimeField(
+    end = bounds.MomentField(
         required=False,
         help_text=f"Root spans starting before this. At most {_WINDOW_HOURS} h after start.",
     )
@@ -68,11 +69,11 @@ class TraceSearchQuerySerializer(serializers.Serializer):
         required=False,
         help_text="Instead of start and end: the window ending now, like 15m, 1h or 24h.",
     )
-    min_ms = serializers.FloatField(
-        required=False, min_value=0, help_text="Shortest duration in ms (inclusive)."
+    min_ms = bounds.MillisecondsField(
+        required=False, help_text="Shortest duration in ms (inclusive)."
     )
-    max_ms = serializers.FloatField(
-        required=False, min_value=0, help_text="Longest duration in ms (inclusive)."
+    max_ms = bounds.MillisecondsField(
+        required=False, help_text="Longest duration in ms (inclusive)."
     )
     status = serializers.ChoiceField(
         choices=["error", "ok"],
@@ -144,7 +145,7 @@ class ExemplarQuerySerializer(serializers.Serializer):
         default=END_TO_END_STAGE,
         help_text=f"Stage id, or `{END_TO_END_STAGE}` for the root spans (end to end).",
     )
-    minute = serializers.DateTimeField(
+    minute = bounds.MomentField(
         help_text="The minute, ISO 8601; seconds are dropped (UTC unless an offset is given). "
         "With step: the first minute of the bucket."
     )

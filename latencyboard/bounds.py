@@ -1,0 +1,68 @@
+"""The moments and durations a request may name: one rule for every API, page and form.
+
+Every moment (a window's start or end, an exemplar minute, a maintenance window) lies in
+``[EARLIEST, LATEST)``, every duration (a window length, a step) in ``(0, LONGEST]`` and every
+duration filter in milliseconds in ``[0, LONGEST]``, so that whatever a query adds or
+subtracts (``end - window``, ``minute + step``, a bucket grid widened by a step) stays far
+inside Python's years 1-9999 and PostgreSQL's timestamps, and a moment in nanoseconds since
+the epoch (up to 2262) or a duration in nanoseconds still fits a signed 64-bit integer.
+Outside them a request is refused with a 400 naming the parameter, never a 500.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Final
+
+from django.core.exceptions import ValidationError
+from rest_framework import serializers
+
+from latencyboard.rollups.windows import MAX_WINDOW
+
+EARLIEST: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+"""The Unix epoch: OpenTelemetry stamps spans in unsigned nanoseconds since then."""
+
+LATEST: Final = dt.datetime(2200, 1, 1, tzinfo=dt.UTC)
+"""Exclusive; over 60 years below the signed 64-bit nanosecond limit (2262-04-11)."""
+
+LONGEST: Final = MAX_WINDOW
+"""The longest window or step: as long as day rollups are kept by default."""
+
+
+def validate_moment(moment: dt.datetime) -> None:
+    """Refuse an aware ``moment`` outside ``[EARLIEST, LATEST)``."""
+    if not EARLIEST <= moment < LATEST:
+        raise ValidationError(
+            "Must be from %(earliest)s to before %(latest)s (UTC).",
+            code="out_of_range",
+            params={"earliest": EARLIEST.date(), "latest": LATEST.date()},
+        )
+
+
+def validate_duration(duration: dt.timedelta) -> None:
+    """Refuse a ``duration`` that is not positive or is longer than ``LONGEST``."""
+    if not dt.timedelta(0) < duration <= LONGEST:
+        raise ValidationError(
+            "Must be positive and at most %(days)s days.",
+            code="out_of_range",
+            params={"days": LONGEST.days},
+        )
+
+
+class MomentField(serializers.DateTimeField):
+    """An ISO 8601 moment (UTC unless an offset is given) inside the bounds."""
+
+    default_validators = [validate_moment]
+
+
+class DurationField(serializers.DurationField):
+    """A duration in seconds or ISO 8601 (``PT1H``) inside the bounds."""
+
+    default_validators = [validate_duration]
+
+
+class MillisecondsField(serializers.FloatField):
+    """A duration in milliseconds, from 0 to ``LONGEST``: a span duration filter."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=0, max_value=LONGEST / dt.timedelta(milliseconds=1), **kwargs)
