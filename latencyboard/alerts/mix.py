@@ -165,20 +165,23 @@ def decompose(
         baseline = baselines.get(name)
         window = windows.get(name, Sketch())
         k_c = count_above(window, [threshold])[0] if window.count else 0
-        ready = baseline is not None and baseline.count >= rule.min_baseline_count
-        b_rate = count_above(baseline.sketch, [threshold])[0] / baseline.count if ready else None
+        b_count = 0 if baseline is None else baseline.count
+        b_rate = b_ms = None
+        if baseline is not None and b_count >= rule.min_baseline_count:
+            b_rate = count_above(baseline.sketch, [threshold])[0] / b_count
+            b_ms = baseline.sketch.quantile(q)
         expected_with_mix += k_c if b_rate is None else window.count * b_rate
         cohort_tests = tests.get(name, ())
         cohorts.append(
             CohortChange(
                 name,
-                baseline.count / baseline_n if baseline is not None else 0.0,
+                b_count / baseline_n,
                 window.count / n,
                 b_rate,
                 window.count,
                 k_c,
                 window.quantile(q),
-                baseline.sketch.quantile(q) if ready and baseline is not None else None,
+                b_ms,
                 cohort_tests,
                 any(test.fired for test in cohort_tests),
             )

@@ -137,23 +137,27 @@ def false_alarm_run(
     state = lifecycle.AlertState()
     evaluations = firing = 0
     named: list[str] = []
-    for _ in range(BASELINE_HOURS):
-        hours.append(_hour_sketches(pipeline.traffic(rng, 3600)))
-    for hour in range(BASELINE_HOURS, BASELINE_HOURS + days * 24):
-        per_minute = _minute_sketches(pipeline.traffic(rng, 3600))
-        baselines = _baselines(hours, EPOCH + timedelta(hours=hour))
-        for minute in per_minute:
-            minutes.append(minute)
-            if len(minutes) < WINDOW_MINUTES:
-                continue
-            result = regression.evaluate(baselines, _windows(minutes), rule)
-            evaluations += 1
-            fired = result.status is regression.Status.REGRESSION
-            firing += fired
-            outcome = lifecycle.Outcome.FIRING if fired else lifecycle.Outcome.CLEAN
-            state, transition = lifecycle.step(state, outcome)
-            if transition is lifecycle.Transition.FIRED:
-                named.append(result.grew_most or "")
+    for hour in range(BASELINE_HOURS + days * 24):
+        values = pipeline.traffic(rng, 3600)
+        if hour < BASELINE_HOURS - 1:
+            hours.append(_hour_sketches(values))
+            continue
+        per_minute = _minute_sketches(values)
+        if hour == BASELINE_HOURS - 1:
+            # The warm-up's last minutes make the first evaluation's window.
+            minutes.extend(per_minute)
+        else:
+            baselines = _baselines(hours, EPOCH + timedelta(hours=hour))
+            for minute in per_minute:
+                minutes.append(minute)
+                result = regression.evaluate(baselines, _windows(minutes), rule)
+                evaluations += 1
+                fired = result.status is regression.Status.REGRESSION
+                firing += fired
+                outcome = lifecycle.Outcome.FIRING if fired else lifecycle.Outcome.CLEAN
+                state, transition = lifecycle.step(state, outcome)
+                if transition is lifecycle.Transition.FIRED:
+                    named.append(result.grew_most or "")
         hours.append([merge_many(minute[s] for minute in per_minute) for s in range(len(STAGES))])
     return FalseAlarmRun(evaluations, firing, len(named), tuple(named))
 
