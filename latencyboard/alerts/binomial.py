@@ -86,18 +86,18 @@ def quantile_rank_bounds(n: int, q: float, confidence: float) -> tuple[int | Non
     mean = n * q
     first, last = max(0, math.floor(mean) - span), min(n, math.ceil(mean) + span)
     pmf = _pmf(n, q, first, last)
-    # cdf[i] = P(B <= first + i); sf[i] = P(B >= first + i). The mass outside is negligible.
+    # cdf[i] = P(B <= first + i); sf[i] = P(B >= first + i).
     cdf = np.cumsum(pmf)
     sf = np.cumsum(pmf[::-1])[::-1]
-    # Largest 1-based i with P(B <= i - 1) <= miss, i.e. the largest i - 1 = first + index.
+    # The mass outside first..last is negligible, so below ``first`` the cdf is ~0 and from
+    # ``last`` on the survival function is ~0.
+    # Lower: the largest 1-based i with P(B <= i - 1) <= miss, as a 0-based rank i - 1.
     below = np.flatnonzero(cdf <= miss)
-    lower_1based = first + int(below[-1]) + 1 if below.size else (first if first > 0 else 0)
-    # Smallest 1-based i with P(B >= i) <= miss.
+    lower = first + int(below[-1]) if below.size else first - 1
+    # Upper: the smallest 1-based i with P(B >= i) <= miss, as a 0-based rank i - 1.
     above = np.flatnonzero(sf <= miss)
-    upper_1based = first + int(above[0]) if above.size else (last + 1 if last < n else n + 1)
-    lower = lower_1based - 1 if lower_1based >= 1 else None
-    upper = upper_1based - 1 if upper_1based <= n else None
-    return lower, upper
+    upper = first + int(above[0]) - 1 if above.size else last
+    return (lower if lower >= 0 else None), (upper if upper < n else None)
 
 
 def holm_rejections(p_values: Sequence[float], alpha: float) -> list[bool]:

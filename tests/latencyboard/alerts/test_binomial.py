@@ -86,6 +86,21 @@ def test_rank_bounds_say_none_when_too_few_values() -> None:
     assert lower == 96
 
 
+@pytest.mark.parametrize(
+    ("n", "q", "expected"),
+    [
+        pytest.param(3, 0.5, (None, None), id="three-values-median"),
+        pytest.param(20, 0.5, (5, 14), id="twenty-values-median"),
+        pytest.param(1000, 0.5, (468, 531), id="thousand-values-median"),
+    ],
+)
+def test_rank_bounds_of_the_median(
+    n: int, q: float, expected: tuple[int | None, int | None]
+) -> None:
+    # the textbook ranks (1-based 6 and 15 of 20, 469 and 532 of 1000), 0-based
+    assert quantile_rank_bounds(n, q, 0.95) == expected
+
+
 def test_holm_steps_down_until_the_first_failure() -> None:
     # given 4 tests at 0.05: thresholds 0.0125, 0.0167, 0.025, 0.05 in p order
     rejected = holm_rejections([0.01, 0.04, 0.015, 0.03], 0.05)
