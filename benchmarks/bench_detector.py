@@ -26,8 +26,11 @@ import numpy as np
 from latencyboard.alerts import mix, simulation
 
 
-def trials(seed: int, detections: int, mixes: int) -> tuple[list[float | None], int, list[str]]:
-    """One pipeline's detection delays, how many named the shifted stage, and mix labels."""
+def trials(
+    seed: int, detections: int, mixes: int
+) -> tuple[list[tuple[str, float | None]], int, list[str]]:
+    """One pipeline's shifted stages and detection delays, how many alerts named the shifted
+    stage, and the mix trials' labels."""
     rng = np.random.default_rng(10_000 + seed)
     pipeline = simulation.Pipeline.draw(rng)
     baselines = simulation.week_of_baselines(pipeline, rng)
@@ -35,7 +38,7 @@ def trials(seed: int, detections: int, mixes: int) -> tuple[list[float | None], 
     mixed = [simulation.mix_trial(pipeline, baselines, rng) for _ in range(mixes)]
     labels = [str(trial.label) if trial.label else "no_alert" for trial in mixed]
     named = sum(trial.named_stage == trial.stage for trial in found)
-    return [trial.delay_seconds for trial in found], named, labels
+    return [(trial.stage, trial.delay_seconds) for trial in found], named, labels
 
 
 def main() -> None:
@@ -61,7 +64,8 @@ def main() -> None:
         f"{sum(run.firing_evaluations for run in runs)}, stages named "
         f"{[stage for run in runs for stage in run.stages]}"
     )
-    delays = [delay for run_delays, _, _ in found for delay in run_delays]
+    shifts = [shift for run_shifts, _, _ in found for shift in run_shifts]
+    delays = [delay for _, delay in shifts]
     detected = np.array([np.inf if delay is None else delay for delay in delays]) / 60.0
     within = float(np.mean(detected <= 10.0))
     named = sum(count for _, count, _ in found)
@@ -73,6 +77,13 @@ def main() -> None:
     p50, p95 = np.percentile(finite, [50, 95])
     print(f"  delay min p50 {p50:.1f}  p95 {p95:.1f}  max {finite.max():.1f}")
     print(f"  the alert named the shifted stage in {named} of {finite.size} detections")
+    per_stage = collections.defaultdict(list)
+    for (stage, _), minutes in zip(shifts, detected, strict=True):
+        per_stage[stage].append(minutes <= 10.0)
+    print(
+        "  within 10 min by stage: "
+        + ", ".join(f"{stage} {sum(hits)}/{len(hits)}" for stage, hits in sorted(per_stage.items()))
+    )
     labels = collections.Counter(label for _, _, run_labels in found for label in run_labels)
     total = sum(labels.values())
     share = labels[str(mix.Label.MIX_SHIFT)] / total

@@ -78,6 +78,9 @@ class Status(StrEnum):
 
     NOT_READY = "not_ready"
     """Baseline too small: no test, no alert."""
+    NO_DATA = "no_data"
+    """Too few values in the window for any quantile test: neither firing nor clean (an
+    alert must not resolve because traffic stopped)."""
     OK = "ok"
     REGRESSION = "regression"
 
@@ -276,8 +279,10 @@ def evaluate(
     """Evaluate a pipeline: ``windows`` maps each stage to its recent window's sketch (e.g.
     the last 10 minutes), ``baselines`` each stage to its baseline.
 
-    A stage without a ready baseline is ``NOT_READY``; the evaluation is ``NOT_READY`` when
-    no stage is ready, ``REGRESSION`` when a stage fired, else ``OK``.
+    A stage without a ready baseline is ``NOT_READY``, one whose window is too small for
+    any test ``NO_DATA``. The evaluation is ``REGRESSION`` when a stage fired, else ``OK``
+    when a stage was tested, else ``NO_DATA`` when a ready stage lacked values, else
+    ``NOT_READY``.
     """
     rule = rule or RegressionRule()
     tests = quantile_tests(baselines, windows, rule)
@@ -287,18 +292,19 @@ def evaluate(
         baseline_count = 0 if baseline is None else baseline.count
         if baseline_count < rule.min_baseline_count:
             status = Status.NOT_READY
-        elif any(test.fired for test in tests.get(name, ())):
+        elif name not in tests:
+            status = Status.NO_DATA
+        elif any(test.fired for test in tests[name]):
             status = Status.REGRESSION
         else:
             status = Status.OK
         stages.append(StageResult(name, status, baseline_count, window.count, tests.get(name, ())))
     firing = [stage for stage in stages if stage.status is Status.REGRESSION]
-    if firing:
-        overall = Status.REGRESSION
-    elif any(stage.status is Status.OK for stage in stages):
-        overall = Status.OK
-    else:
-        overall = Status.NOT_READY
+    statuses = {stage.status for stage in stages}
+    overall = next(
+        (status for status in (Status.REGRESSION, Status.OK, Status.NO_DATA) if status in statuses),
+        Status.NOT_READY,
+    )
     grew_most = None
     if firing:
         grew_most = max(firing, key=lambda s: s.strongest.effect_ms if s.strongest else 0.0).stage

@@ -54,6 +54,12 @@ WINDOW_MINUTES: Final = 10
 BASELINE_HOURS: Final = 7 * 24
 MODEL_FORWARD: Final = 3
 EPOCH: Final = datetime(2026, 1, 1, tzinfo=UTC)
+OUTCOMES: Final = {
+    regression.Status.REGRESSION: lifecycle.Outcome.FIRING,
+    regression.Status.OK: lifecycle.Outcome.CLEAN,
+    regression.Status.NO_DATA: lifecycle.Outcome.NO_DATA,
+    regression.Status.NOT_READY: lifecycle.Outcome.NO_DATA,
+}
 
 
 @dataclass(frozen=True)
@@ -154,10 +160,8 @@ def false_alarm_run(
                 minutes.append(minute)
                 result = regression.evaluate(baselines, _windows(minutes), rule)
                 evaluations += 1
-                fired = result.status is regression.Status.REGRESSION
-                firing += fired
-                outcome = lifecycle.Outcome.FIRING if fired else lifecycle.Outcome.CLEAN
-                state, transition = lifecycle.step(state, outcome)
+                firing += result.status is regression.Status.REGRESSION
+                state, transition = lifecycle.step(state, OUTCOMES[result.status])
                 if transition is lifecycle.Transition.FIRED:
                     named.append(result.grew_most or "")
         hours.append([merge_many(minute[s] for minute in per_minute) for s in range(len(STAGES))])

@@ -88,6 +88,19 @@ def test_too_few_values_skip_the_tail_quantiles() -> None:
     assert [test.q for test in result.stages[0].tests] == [0.9, 0.95]
 
 
+def test_a_window_too_small_for_any_test_is_no_data() -> None:
+    # given 40 values: even p90 expects only 4 above it (5 needed)
+    result = evaluate({"model_forward": baseline(1)}, {"model_forward": window(2, size=40)})
+    # then the stage is neither firing nor clean, so an open alert would stay open
+    assert result.status is Status.NO_DATA
+    assert (result.stages[0].status, result.stages[0].tests) == (Status.NO_DATA, ())
+
+
+def test_an_empty_window_is_no_data() -> None:
+    result = evaluate({"model_forward": baseline(1)}, {"model_forward": Sketch()})
+    assert result.status is Status.NO_DATA
+
+
 def test_a_significant_but_small_change_does_not_fire() -> None:
     # given 20,000 values 8% slower: overwhelming evidence, but below the +20% floor
     result = evaluate(
