@@ -122,7 +122,7 @@ def _mix_message(q: float, driver: CohortChange, cohorts: tuple[CohortChange, ..
     if not others:
         return text
     reference = max(others, key=lambda c: c.baseline_share)
-    # The reference did not regress, so its baseline (many more values) is the better figure.
+    # Its baseline holds many more values, from before any change of its own: steadier.
     reference_ms = reference.baseline_ms if reference.baseline_ms else reference.current_ms
     if not reference_ms or math.isnan(driver.current_ms):
         return text
