@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint bench-ingest bench-percentiles bench-soak clean
+.PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector clean
 
 # The virtualenv is (re)built whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -33,6 +33,10 @@ bench-percentiles: $(VENV)/.installed
 
 bench-soak: $(VENV)/.installed
 	$(PY) benchmarks/bench_soak.py $(ARGS)
+
+# The regression detector's false-alarm, detection and mix-shift figures (~5-10 min).
+bench-detector: $(VENV)/.installed
+	$(PY) benchmarks/bench_detector.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) var/log var/test

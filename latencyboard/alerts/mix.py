@@ -1,0 +1,237 @@
+"""A regression, or a change of traffic mix? Splitting a stage's tail change by cohort.
+
+A cohort is a value of a cohort attribute (``model.version`` by default): v7 and v8. When
+traffic moves to a slower cohort, the stage's pooled p99 rises although no cohort got slower;
+that is a *mix shift*, and on-call should hear "60% of traffic now on v8" rather than
+"regression".
+
+The decomposition, at the pooled baseline's ``q`` quantile threshold ``T`` (counted above its
+bucket, as in :mod:`latencyboard.alerts.tail`)::
+
+    k       values of the window above T                      (observed)
+    E0      n * r_b, r_b the pooled baseline's rate above T  (no change at all)
+    E_mix   sum over cohorts of n_c * b_c                     (the current mix, each cohort
+                                                               behaving as in its baseline)
+    within  k - E_mix       the part the cohorts' own changes explain
+    mix     E_mix - E0      the part the change of mix alone explains
+
+``b_c`` is cohort ``c``'s baseline rate above ``T``. A cohort without a ready baseline (a new
+version) has no behaviour to compare with: its current rate stands in for ``b_c``, so all of
+its effect is mix. ``within`` is tested properly, cohort by cohort, with the regression
+detector's binomial test against each cohort's own baseline (Holm over cohorts); the mix is
+*significant* when the count it predicts, ``E_mix``, would itself be significant against
+``Binomial(n, 1 - q)`` at the rule's ``family_alpha``.
+
+Labels, when the pooled count or ``E_mix`` is significant:
+
+* ``regression`` naming the cohort that regressed (the one with the largest effect), or
+  ``mix_shift_and_regression`` when the mix is also significant and explains at least
+  ``MIX_SHARE`` of the excess ``k - E0``;
+* ``mix_shift`` when no cohort regressed and the mix explains at least as much as what is
+  left within cohorts (which no cohort's test found significant);
+* ``regression`` with no cohort named when neither accounts for the excess.
+
+Otherwise ``no_change``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from latencyboard.alerts.binomial import binomial_upper_tail
+from latencyboard.alerts.regression import Baseline, QuantileTest, RegressionRule, quantile_tests
+from latencyboard.alerts.tail import count_above, threshold_of
+from latencyboard.sketch import Sketch, merge_many
+
+__all__ = ["MIX_SHARE", "CohortChange", "Label", "MixDecomposition", "decompose"]
+
+MIX_SHARE: Final = 0.25
+"""Share of the excess the mix must explain to be named next to a cohort's regression."""
+
+
+class Label(StrEnum):
+    """What a stage's tail change is, once cohorts are taken into account."""
+
+    NO_CHANGE = "no_change"
+    MIX_SHIFT = "mix_shift"
+    REGRESSION = "regression"
+    MIX_SHIFT_AND_REGRESSION = "mix_shift_and_regression"
+
+
+@dataclass(frozen=True)
+class CohortChange:
+    """One cohort's part in the change."""
+
+    cohort: str
+    baseline_share: float
+    current_share: float
+    baseline_rate: float | None
+    """Share of the cohort's baseline above the pooled threshold; ``None`` without a ready
+    baseline (a new cohort)."""
+    n: int
+    k: int
+    """Window values above the pooled threshold."""
+    current_ms: float
+    """The cohort's window quantile (``NaN`` when the window has none of it)."""
+    baseline_ms: float | None
+    tests: tuple[QuantileTest, ...]
+    """Against the cohort's own baseline (empty when it has none ready)."""
+    regressed: bool
+
+
+@dataclass(frozen=True)
+class MixDecomposition:
+    """The split of a stage's tail change into within-cohort and mix parts, with a label."""
+
+    q: float
+    threshold_ms: float
+    n: int
+    k: int
+    expected: float
+    """``E0``: values above the threshold with no change."""
+    expected_with_mix: float
+    """``E_mix``: with the current mix, each cohort behaving as in its baseline."""
+    within_excess: float
+    mix_excess: float
+    p_value: float
+    """Of ``k`` against ``Binomial(n, 1 - q)``."""
+    mix_p_value: float
+    """Of ``E_mix`` (rounded down) against the same."""
+    label: Label
+    cohort: str | None
+    """The cohort that regressed, or the one traffic moved to for a mix shift."""
+    message: str
+    cohorts: tuple[CohortChange, ...]
+
+
+def _percent(value: float) -> str:
+    return f"{round(value * 100)}%"
+
+
+def _name(q: float) -> str:
+    return f"p{q * 100:g}"
+
+
+def _mix_message(q: float, driver: CohortChange, cohorts: tuple[CohortChange, ...]) -> str:
+    text = f"mix shift: {_percent(driver.current_share)} of traffic now on {driver.cohort}"
+    others = [c for c in cohorts if c.cohort != driver.cohort and c.baseline_share > 0]
+    if not others:
+        return text
+    reference = max(others, key=lambda c: c.baseline_share)
+    # Its baseline holds many more values, from before any change of its own: steadier.
+    reference_ms = reference.baseline_ms if reference.baseline_ms else reference.current_ms
+    if not reference_ms or math.isnan(driver.current_ms):
+        return text
+    change = driver.current_ms / reference_ms - 1.0
+    side = "above" if change >= 0 else "below"
+    return f"{text}, whose {_name(q)} is {_percent(abs(change))} {side} {reference.cohort}"
+
+
+def _regression_message(cohort: CohortChange) -> str:
+    test = max((t for t in cohort.tests if t.fired), key=lambda t: t.effect_ms)
+    return (
+        f"regression in {cohort.cohort}: {_name(test.q)} {test.baseline.estimate:.1f} → "
+        f"{test.current.estimate:.1f} ms (+{_percent(test.effect_relative)})"
+    )
+
+
+def decompose(
+    baselines: Mapping[str, Baseline],
+    windows: Mapping[str, Sketch],
+    q: float = 0.99,
+    rule: RegressionRule | None = None,
+) -> MixDecomposition:
+    """Split one stage's change at quantile ``q``: ``baselines`` and ``windows`` map each
+    cohort to its baseline and to its recent window's sketch (a cohort may be missing from
+    either). ``rule`` gives the cohort tests' settings and the significance level
+    (``family_alpha``). Raises ValueError when the baselines or the windows are all empty.
+    """
+    rule = rule or RegressionRule()
+    pooled_baseline = merge_many(b.sketch for b in baselines.values())
+    pooled_window = merge_many(windows.values())
+    if pooled_baseline.count == 0 or pooled_window.count == 0:
+        raise ValueError("decompose needs a non-empty baseline and a non-empty window")
+    threshold = threshold_of(pooled_baseline, q)
+    n, baseline_n = pooled_window.count, pooled_baseline.count
+    rate = count_above(pooled_baseline, [threshold])[0] / baseline_n
+    tests = quantile_tests(baselines, windows, rule)
+    cohorts = []
+    expected_with_mix = 0.0
+    for name in sorted(set(baselines) | set(windows)):
+        baseline = baselines.get(name)
+        window = windows.get(name, Sketch())
+        k_c = count_above(window, [threshold])[0] if window.count else 0
+        b_count = 0 if baseline is None else baseline.count
+        b_rate = b_ms = None
+        if baseline is not None and b_count >= rule.min_baseline_count:
+            b_rate = count_above(baseline.sketch, [threshold])[0] / b_count
+            b_ms = baseline.sketch.quantile(q)
+        expected_with_mix += k_c if b_rate is None else window.count * b_rate
+        cohort_tests = tests.get(name, ())
+        cohorts.append(
+            CohortChange(
+                name,
+                b_count / baseline_n,
+                window.count / n,
+                b_rate,
+                window.count,
+                k_c,
+                window.quantile(q),
+                b_ms,
+                cohort_tests,
+                any(test.fired for test in cohort_tests),
+            )
+        )
+    k = sum(c.k for c in cohorts)
+    expected = n * rate
+    p_value = binomial_upper_tail(k, n, 1.0 - q)
+    mix_p_value = binomial_upper_tail(math.floor(expected_with_mix), n, 1.0 - q)
+    within, mix = k - expected_with_mix, expected_with_mix - expected
+    anomalous = p_value <= rule.family_alpha or mix_p_value <= rule.family_alpha
+    regressed = [c for c in cohorts if c.regressed]
+    result = tuple(cohorts)
+    label, cohort, message = Label.NO_CHANGE, None, "no change"
+    if regressed:
+        worst = max(regressed, key=lambda c: max(t.effect_ms for t in c.tests if t.fired))
+        cohort, message = worst.cohort, _regression_message(worst)
+        label = Label.REGRESSION
+        if mix_p_value <= rule.family_alpha and mix >= MIX_SHARE * (k - expected):
+            label = Label.MIX_SHIFT_AND_REGRESSION
+            message = f"{_mix_message(q, _driver(result, rate), result)}; {message}"
+    elif anomalous and mix > 0 and mix >= within:
+        driver = _driver(result, rate)
+        label, cohort, message = Label.MIX_SHIFT, driver.cohort, _mix_message(q, driver, result)
+    elif p_value <= rule.family_alpha:
+        label = Label.REGRESSION
+        message = f"regression: {k} of {n} above the baseline {_name(q)} ({expected:.1f} expected)"
+    return MixDecomposition(
+        q,
+        threshold.upper_edge_ms,
+        n,
+        k,
+        expected,
+        expected_with_mix,
+        within,
+        mix,
+        p_value,
+        mix_p_value,
+        label,
+        cohort,
+        message,
+        result,
+    )
+
+
+def _driver(cohorts: tuple[CohortChange, ...], pooled_rate: float) -> CohortChange:
+    """The cohort whose gain of traffic adds most to the tail: share gained times how much
+    more often than the pooled baseline it lands above the threshold."""
+
+    def contribution(c: CohortChange) -> float:
+        own_rate = c.baseline_rate if c.baseline_rate is not None else c.k / max(c.n, 1)
+        return (c.current_share - c.baseline_share) * (own_rate - pooled_rate)
+
+    return max(cohorts, key=contribution)

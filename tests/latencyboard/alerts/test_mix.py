@@ -1,0 +1,89 @@
+"""Tests for latencyboard.alerts.mix: a change of traffic mix told from a cohort's regression."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from latencyboard.alerts.mix import Label, decompose
+from latencyboard.alerts.regression import Baseline
+from latencyboard.sketch import Sketch
+
+WEEK_START = datetime(2026, 3, 1, tzinfo=UTC)
+WEEK_END = datetime(2026, 3, 8, tzinfo=UTC)
+
+
+def sketch(seed: int, size: int, factor: float = 1.0) -> Sketch:
+    rng = np.random.default_rng(seed)
+    return Sketch.from_values(rng.lognormal(np.log(40.0), 0.25, size) * factor)
+
+
+def baseline(seed: int, size: int, factor: float = 1.0) -> Baseline:
+    return Baseline(sketch(seed, size, factor), WEEK_START, WEEK_END)
+
+
+def test_traffic_moving_to_a_new_slower_version_is_a_mix_shift() -> None:
+    # given a week of v7 only, then 60% of the last 10 minutes on v8, 35% slower
+    baselines = {"v7": baseline(1, 100_000)}
+    windows = {"v7": sketch(2, 400), "v8": sketch(3, 600, factor=1.35)}
+    # when split
+    result = decompose(baselines, windows)
+    # then it is a mix shift to v8, all of it explained by the mix
+    assert result.label is Label.MIX_SHIFT
+    assert result.cohort == "v8"
+    assert re.fullmatch(
+        r"mix shift: 60% of traffic now on v8, whose p99 is \d+% above v7", result.message
+    )
+    assert result.mix_excess > 10 * abs(result.within_excess)
+    assert result.k == sum(cohort.k for cohort in result.cohorts)
+    assert result.within_excess + result.mix_excess == pytest.approx(result.k - result.expected)
+
+
+def test_a_slow_canary_taking_more_traffic_is_a_mix_shift() -> None:
+    # given a week with v8 at 20% and 35% slower, then v8 at 60% (of 2,000 requests: the
+    # pooled p99 already holds v8's tail, so the change is smaller), neither cohort changed
+    baselines = {"v7": baseline(1, 80_000), "v8": baseline(2, 20_000, factor=1.35)}
+    windows = {"v7": sketch(3, 800), "v8": sketch(4, 1200, factor=1.35)}
+    result = decompose(baselines, windows)
+    assert result.label is Label.MIX_SHIFT
+    assert result.cohort == "v8"
+    assert [cohort.regressed for cohort in result.cohorts] == [False, False]
+
+
+def test_a_regression_inside_one_cohort_names_it() -> None:
+    # given v7 and v8 half and half, as in their week, and v8 50% slower now
+    baselines = {"v7": baseline(1, 50_000), "v8": baseline(2, 50_000)}
+    windows = {"v7": sketch(3, 1000), "v8": sketch(4, 1000, factor=1.5)}
+    result = decompose(baselines, windows)
+    assert result.label is Label.REGRESSION
+    assert result.cohort == "v8"
+    assert re.fullmatch(r"regression in v8: p\d+ [\d.]+ → [\d.]+ ms \(\+\d+%\)", result.message)
+    assert result.within_excess > 10 * abs(result.mix_excess)
+
+
+def test_a_regression_and_a_mix_shift_together() -> None:
+    # given a week of v7 only; now v7 is 30% slower and a v8 35% slower than v7 was takes 60%
+    baselines = {"v7": baseline(1, 100_000)}
+    windows = {"v7": sketch(3, 800, factor=1.3), "v8": sketch(4, 1200, factor=1.35)}
+    result = decompose(baselines, windows)
+    # then both are named: the mix explains well over a quarter of the excess
+    assert result.label is Label.MIX_SHIFT_AND_REGRESSION
+    assert result.cohort == "v7"
+    assert result.mix_excess > 0.25 * (result.k - result.expected)
+    assert result.message.startswith("mix shift: 60% of traffic now on v8, whose p99 is ")
+    assert "; regression in v7: " in result.message
+
+
+def test_nothing_changed() -> None:
+    baselines = {"v7": baseline(1, 50_000), "v8": baseline(2, 50_000)}
+    windows = {"v7": sketch(3, 300), "v8": sketch(4, 300)}
+    result = decompose(baselines, windows)
+    assert (result.label, result.cohort, result.message) == (Label.NO_CHANGE, None, "no change")
+
+
+def test_empty_windows_are_refused() -> None:
+    with pytest.raises(ValueError, match="non-empty"):
+        decompose({"v7": baseline(1, 50_000)}, {"v7": Sketch()})

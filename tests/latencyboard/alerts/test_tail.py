@@ -1,0 +1,48 @@
+"""Tests for latencyboard.alerts.tail: counts above a baseline quantile's bucket, intervals."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from latencyboard.alerts.tail import count_above, quantile_intervals, threshold_of
+from latencyboard.sketch import Sketch
+from latencyboard.sketch_buckets import GAMMA, RELATIVE_ERROR
+
+
+def test_a_value_in_the_thresholds_bucket_is_not_counted() -> None:
+    # given a baseline whose p99 is 10 ms
+    baseline = Sketch.from_values([10.0] * 99 + [100.0])
+    threshold = threshold_of(baseline, 0.99)
+    edge = threshold.upper_edge_ms
+    # when a window holds values in the p99's own bucket above 10 ms, and values beyond it
+    window = Sketch.from_values([10.0, edge * 0.9999, edge * 1.0001, 50.0])
+    # then only those in buckets wholly above the bucket are counted
+    assert 10.0 < edge < 10.0 * GAMMA
+    assert count_above(window, [threshold]) == [2]
+
+
+def test_counts_above_several_thresholds_at_once() -> None:
+    baseline = Sketch.from_values(np.arange(1.0, 101.0))
+    thresholds = [threshold_of(baseline, q) for q in (0.5, 0.9)]
+    window = Sketch.from_values([1.0, 60.0, 95.0, 200.0])
+    assert count_above(window, thresholds) == [3, 2]
+
+
+def test_a_quantile_in_the_zero_bucket_counts_every_positive_value() -> None:
+    baseline = Sketch.from_values([0.0] * 99 + [5.0])
+    window = Sketch.from_values([0.0, 0.001, 3.0])
+    assert count_above(window, [threshold_of(baseline, 0.5)]) == [2]
+
+
+def test_intervals_bracket_the_rank_bounds_within_the_sketch_error() -> None:
+    # given 1000 distinct latencies 1..1000 ms
+    values = np.arange(1.0, 1001.0)
+    sketch = Sketch.from_values(values)
+    # when the median and p99 are asked with 95% intervals
+    median, p99 = quantile_intervals(sketch, [0.5, 0.99], 0.95)
+    # then the estimates are the sketch's and the binomial rank bounds (ranks 468 and 531
+    # for the median of 1000, 0-based) are widened to their buckets' edges
+    assert median.estimate == sketch.quantile(0.5)
+    assert values[468] * (1 - 2 * RELATIVE_ERROR) <= median.low <= values[468]
+    assert values[531] <= median.high <= values[531] * (1 + 2 * RELATIVE_ERROR)
+    assert p99.low < p99.estimate < p99.high
