@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from latencyboard.dashboards.bottleneck import parse_stage_kinds
 from latencyboard.env import env_bool, env_int, env_list, env_str
+from latencyboard.live.layers import redis_channel_layers
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("LATENCYBOARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -227,12 +228,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
 }
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
-    }
-}
+CHANNEL_LAYERS = redis_channel_layers(REDIS_URL)
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
