@@ -1,5 +1,8 @@
 from django.urls import path
 
-from latencyboard.live.consumers import LiveConsumer
+from latencyboard.live.consumers import OverviewConsumer, PipelineConsumer
 
-websocket_urlpatterns = [path("ws/live/", LiveConsumer.as_asgi())]
+websocket_urlpatterns = [
+    path("ws/live/", OverviewConsumer.as_asgi()),
+    path("ws/live/pipelines/<int:pipeline_id>/", PipelineConsumer.as_asgi()),
+]

@@ -1,0 +1,154 @@
+"""What a fold publishes to the live pages: real spans, a real fold, the real Redis layer."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connection
+
+from ingest.decoding import DecodedSpan
+from ingest.writer import SpanWriter
+from latencyboard.db import conninfo
+from latencyboard.live.groups import pipeline_group, team_group
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.rollups import services
+from tests.factories import make_team
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+T0 = dt.datetime.combine(
+    dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1), dt.time(10), tzinfo=dt.UTC
+)
+STAGES = ("queue_wait", "model_forward")
+
+
+@pytest.fixture
+def writer(django_db_setup: None) -> Iterator[SpanWriter]:
+    span_writer = SpanWriter(conninfo(), max_connections=2)
+    yield span_writer
+    span_writer.close()
+
+
+def requests(service: str, count: int, minute: int) -> list[DecodedSpan]:
+    """``count`` requests of ``service`` in minute ``minute`` after T0: a root and two stages."""
+    spans = []
+    for i in range(count):
+        trace = f"{service}-{minute}-{i}".encode().ljust(16, b".")[:16]
+        at = int((T0 + dt.timedelta(minutes=minute, seconds=i % 60)).timestamp()) * 10**9
+        root = i.to_bytes(4, "big") + minute.to_bytes(3, "big") + b"\0"
+        spans.append(_span(trace, root, None, "predict", at, (5 + i % 7) * 10**6, service))
+        for n, stage in enumerate(STAGES):
+            child = root[:7] + bytes([n + 1])
+            spans.append(_span(trace, child, root, stage, at, (1 + i % 3 + n) * 10**6, service))
+    return spans
+
+
+def _span(
+    trace: bytes, span_id: bytes, parent: bytes | None, name: str, at: int, ns: int, service: str
+) -> DecodedSpan:
+    return DecodedSpan(
+        trace_id=trace,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name,
+        kind=2 if parent is None else 1,
+        start_ns=at,
+        end_ns=at + ns,
+        status_code=0,
+        status_message="",
+        service_name=service,
+        environment="",
+        stage=None if parent is None else name,
+        attributes={},
+        dropped_attributes=0,
+    )
+
+
+def listen(*groups: str) -> str:
+    layer = get_channel_layer()
+    assert layer is not None
+    channel = async_to_sync(layer.new_channel)()
+    for group in groups:
+        async_to_sync(layer.group_add)(group, channel)
+    return channel
+
+
+def heard(channel: str) -> list[dict[str, Any]]:
+    """Every event sent to ``channel`` until none comes for a second."""
+    layer = get_channel_layer()
+    assert layer is not None
+
+    async def drain() -> list[dict[str, Any]]:
+        events = []
+        while True:
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), timeout=1)
+            except TimeoutError:
+                return events
+            events.append(message["event"])
+
+    return async_to_sync(drain)()
+
+
+def raw_counts(pipeline: Pipeline) -> dict[tuple[str, str], int]:
+    """Spans per (stage name, minute) from the raw rows; root spans count end to end too."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT name, to_char(minute, 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), count(*) FROM (
+                SELECT st.name, date_trunc('minute', s.start_time, 'UTC') AS minute
+                FROM spans_span s JOIN pipelines_stage st ON st.id = s.stage_id
+                WHERE s.pipeline_id = %(pipeline)s
+                UNION ALL
+                SELECT 'end-to-end', date_trunc('minute', start_time, 'UTC')
+                FROM spans_span WHERE pipeline_id = %(pipeline)s AND is_root
+            ) AS named GROUP BY 1, 2
+            """,
+            {"pipeline": pipeline.pk},
+        )
+        return {(stage, minute): n for stage, minute, n in cursor.fetchall()}
+
+
+def test_a_fold_publishes_one_points_event_per_pipeline_and_one_rollup_event_per_team(writer):
+    # given three committed ingest batches of two pipelines over two minutes, and a live page
+    # of each pipeline and the team's overview listening
+    team = make_team()
+    for batch in (requests("recommender", 30, 0), requests("recommender", 20, 1)):
+        writer.write(team.pk, batch, rejected=0, protocol="test", received_at=T0)
+    writer.write(team.pk, requests("ranker", 10, 1), rejected=0, protocol="test", received_at=T0)
+    recommender = Pipeline.objects.get(team=team, service_name="recommender")
+    ranker = Pipeline.objects.get(team=team, service_name="ranker")
+    pages = {p.pk: listen(pipeline_group(p.pk)) for p in (recommender, ranker)}
+    overview = listen(team_group(team.pk))
+
+    # when one fold runs
+    services.fold_until_idle(lambda: T0 + dt.timedelta(minutes=5), seconds=60)
+
+    # then each pipeline's page hears exactly one points event with every folded minute
+    for pipeline, minutes in ((recommender, 2), (ranker, 1)):
+        events = heard(pages[pipeline.pk])
+        assert [e["type"] for e in events] == ["points"]
+        event = events[0]
+        assert event["pipeline"] == {"id": pipeline.pk, "name": str(pipeline)}
+        assert event["step_seconds"] == 60
+        assert event["quantiles"] == [0.5, 0.9, 0.95, 0.99, 0.999]
+        assert [s["stage"]["name"] for s in event["series"]] == ["end-to-end", "predict", *STAGES]
+        counts = {
+            (s["stage"]["name"], p["t"]): p["n"]
+            for s in event["series"]
+            for p in s["points"]
+            if p["n"]  # a stage without spans in a minute is a gap in its line
+        }
+        assert counts == raw_counts(pipeline)
+        assert len(event["series"][0]["points"]) == minutes
+        assert set(event["series"][0]["points"][0]) == {
+            "t", "n", "error_rate", "mean_ms", "p50", "p90", "p95", "p99", "p99.9"
+        }  # fmt: skip
+    # and the overview hears one rollup event naming both
+    assert heard(overview) == [{"type": "rollup", "pipelines": sorted([recommender.pk, ranker.pk])}]
