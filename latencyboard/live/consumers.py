@@ -47,19 +47,24 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         user = self.scope.get("user")
-        # Accepted before closing, so the page sees why and does not retry.
-        await self.accept()
         if user is None or not user.is_authenticated:
-            await self.close(code=SIGNED_OUT)
+            await self._refuse(SIGNED_OUT)
             return
         groups = await database_sync_to_async(self.groups_for)(user)
         if groups is None:
-            await self.close(code=NOT_FOUND)
+            await self._refuse(NOT_FOUND)
             return
         self.groups_joined = groups
+        # Joined before accepting: without Redis the handshake fails, and the page retries.
         for group in groups:
             await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
         await self.send_json({"type": "hello"})
+
+    async def _refuse(self, code: int) -> None:
+        # Accepted before closing, so that the page sees the code and does not retry.
+        await self.accept()
+        await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
         for group in getattr(self, "groups_joined", []):

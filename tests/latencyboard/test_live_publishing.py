@@ -12,20 +12,19 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection
 
-from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.live.groups import pipeline_group, team_group
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import services
-from tests.factories import make_team
+from tests.factories import REQUEST_STAGES, make_requests, make_team
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 T0 = dt.datetime.combine(
     dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1), dt.time(10), tzinfo=dt.UTC
 )
-STAGES = ("queue_wait", "model_forward")
+MINUTE = dt.timedelta(minutes=1)
 
 
 @pytest.fixture
@@ -33,41 +32,6 @@ def writer(django_db_setup: None) -> Iterator[SpanWriter]:
     span_writer = SpanWriter(conninfo(), max_connections=2)
     yield span_writer
     span_writer.close()
-
-
-def requests(service: str, count: int, minute: int) -> list[DecodedSpan]:
-    """``count`` requests of ``service`` in minute ``minute`` after T0: a root and two stages."""
-    spans = []
-    for i in range(count):
-        trace = f"{service}-{minute}-{i}".encode().ljust(16, b".")[:16]
-        at = int((T0 + dt.timedelta(minutes=minute, seconds=i % 60)).timestamp()) * 10**9
-        root = i.to_bytes(4, "big") + minute.to_bytes(3, "big") + b"\0"
-        spans.append(_span(trace, root, None, "predict", at, (5 + i % 7) * 10**6, service))
-        for n, stage in enumerate(STAGES):
-            child = root[:7] + bytes([n + 1])
-            spans.append(_span(trace, child, root, stage, at, (1 + i % 3 + n) * 10**6, service))
-    return spans
-
-
-def _span(
-    trace: bytes, span_id: bytes, parent: bytes | None, name: str, at: int, ns: int, service: str
-) -> DecodedSpan:
-    return DecodedSpan(
-        trace_id=trace,
-        span_id=span_id,
-        parent_span_id=parent,
-        name=name,
-        kind=2 if parent is None else 1,
-        start_ns=at,
-        end_ns=at + ns,
-        status_code=0,
-        status_message="",
-        service_name=service,
-        environment="",
-        stage=None if parent is None else name,
-        attributes={},
-        dropped_attributes=0,
-    )
 
 
 def listen(*groups: str) -> str:
@@ -119,9 +83,18 @@ def test_a_fold_publishes_one_points_event_per_pipeline_and_one_rollup_event_per
     # given three committed ingest batches of two pipelines over two minutes, and a live page
     # of each pipeline and the team's overview listening
     team = make_team()
-    for batch in (requests("recommender", 30, 0), requests("recommender", 20, 1)):
+    for batch in (
+        make_requests("recommender", 30, T0),
+        make_requests("recommender", 20, T0 + MINUTE),
+    ):
         writer.write(team.pk, batch, rejected=0, protocol="test", received_at=T0)
-    writer.write(team.pk, requests("ranker", 10, 1), rejected=0, protocol="test", received_at=T0)
+    writer.write(
+        team.pk,
+        make_requests("ranker", 10, T0 + MINUTE),
+        rejected=0,
+        protocol="test",
+        received_at=T0,
+    )
     recommender = Pipeline.objects.get(team=team, service_name="recommender")
     ranker = Pipeline.objects.get(team=team, service_name="ranker")
     pages = {p.pk: listen(pipeline_group(p.pk)) for p in (recommender, ranker)}
@@ -138,7 +111,11 @@ def test_a_fold_publishes_one_points_event_per_pipeline_and_one_rollup_event_per
         assert event["pipeline"] == {"id": pipeline.pk, "name": str(pipeline)}
         assert event["step_seconds"] == 60
         assert event["quantiles"] == [0.5, 0.9, 0.95, 0.99, 0.999]
-        assert [s["stage"]["name"] for s in event["series"]] == ["end-to-end", "predict", *STAGES]
+        assert [s["stage"]["name"] for s in event["series"]] == [
+            "end-to-end",
+            "predict",
+            *REQUEST_STAGES,
+        ]
         counts = {
             (s["stage"]["name"], p["t"]): p["n"]
             for s in event["series"]
