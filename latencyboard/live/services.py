@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any, Final
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from redis.exceptions import RedisError
+
+from latencyboard.live.groups import pipeline_group
 
 logger = logging.getLogger(__name__)
 
@@ -35,3 +38,10 @@ def publish(group: str, event: dict[str, Any]) -> bool:
         logger.warning("live.publish_failed", extra={"group": group, "error": str(exc)})
         return False
     return True
+
+
+def announce(kind: str, pipeline_ids: Iterable[int]) -> None:
+    """Tell the pages of each pipeline that its ``kind`` figures changed (``{"type": kind,
+    "pipeline": id}``), for them to fetch what they show of it again. Call after commit."""
+    for pipeline_id in sorted(set(pipeline_ids)):
+        publish(pipeline_group(pipeline_id), {"type": kind, "pipeline": pipeline_id})

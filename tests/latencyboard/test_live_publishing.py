@@ -13,10 +13,11 @@ from channels.layers import get_channel_layer
 from django.db import connection
 
 from ingest.writer import SpanWriter
+from latencyboard.dashboards import services as dashboard_services
 from latencyboard.db import conninfo
 from latencyboard.live.groups import pipeline_group, team_group
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups import services
+from latencyboard.rollups import services, share_services
 from tests.factories import REQUEST_STAGES, make_requests, make_team
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -129,3 +130,31 @@ def test_a_fold_publishes_one_points_event_per_pipeline_and_one_rollup_event_per
         }  # fmt: skip
     # and the overview hears one rollup event naming both
     assert heard(overview) == [{"type": "rollup", "pipelines": sorted([recommender.pk, ranker.pk])}]
+
+
+def test_new_stage_shares_and_a_new_version_tell_the_pipeline_s_pages(writer):
+    # given requests of a pipeline in a minute long past, the second version of its model
+    team = make_team()
+    spans = [
+        span._replace(attributes={"model.version": "v2"})
+        for span in make_requests("recommender", 10, T0)
+    ]
+    writer.write(team.pk, spans, rejected=0, protocol="test", received_at=T0)
+    pipeline = Pipeline.objects.get(team=team)
+    page = listen(pipeline_group(pipeline.pk))
+
+    # when the stage shares and the versions of that minute are computed
+    later = T0 + dt.timedelta(minutes=10)
+    share_services.compute_stage_shares(later, seconds=30)
+    dashboard_services.scan_versions(later, seconds=30)
+
+    # then the page hears one event of each, and nothing when nothing is new
+    assert heard(page) == [
+        {"type": "stage_shares", "pipeline": pipeline.pk},
+        {"type": "deployments", "pipeline": pipeline.pk},
+    ]
+    # (a new listener: a layer's channel is bound to the event loop it was first read in)
+    again = listen(pipeline_group(pipeline.pk))
+    share_services.compute_stage_shares(later, seconds=30)
+    dashboard_services.scan_versions(later, seconds=30)
+    assert heard(again) == []
