@@ -229,6 +229,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 CHANNEL_LAYERS = redis_channel_layers(REDIS_URL)
+# Off: folds publish nothing to the live pages (they still load, and show what they fetch).
+LIVE_UPDATES = env_bool("LIVE_UPDATES", True)
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True

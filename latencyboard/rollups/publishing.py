@@ -7,6 +7,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
+from django.conf import settings
+
 from latencyboard.live.coalescing import Touched
 from latencyboard.live.groups import pipeline_group, team_group
 from latencyboard.live.services import publish
@@ -35,7 +37,10 @@ def points_event(touched: Touched) -> dict[str, Any]:
 
 def publish_touched(touched: Sequence[Touched]) -> None:
     """One ``points`` event per pipeline to its pages, and one ``rollup`` event per team to
-    its overview naming the pipelines with new figures. Call after the fold's commit."""
+    its overview naming the pipelines with new figures. Call after the fold's commit.
+    Nothing when ``LIVE_UPDATES`` is off."""
+    if not settings.LIVE_UPDATES:
+        return
     pipelines_of: dict[int, list[int]] = {}
     for item in touched:
         try:

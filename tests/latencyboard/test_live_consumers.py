@@ -26,7 +26,7 @@ ORIGIN = (b"origin", b"http://localhost")
 
 def session_cookie(user: AbstractBaseUser) -> tuple[bytes, bytes]:
     client = Client()
-    client.force_login(user)
+    client.force_login(user)  # type: ignore[arg-type]  # any user model
     value = client.cookies[settings.SESSION_COOKIE_NAME].value
     return b"cookie", f"{settings.SESSION_COOKIE_NAME}={value}".encode()
 

@@ -64,7 +64,7 @@ def receive(channel: str, timeout: float) -> dict[str, Any]:
 
 def member_socket(pipeline: Pipeline) -> WebsocketCommunicator:
     client = Client()
-    client.force_login(make_user(pipeline.team))
+    client.force_login(make_user(pipeline.team))  # type: ignore[arg-type]  # any user model
     cookie = f"{django_settings.SESSION_COOKIE_NAME}={client.cookies['sessionid'].value}"
     return WebsocketCommunicator(
         application,

@@ -50,7 +50,7 @@ def heard(channel: str) -> list[dict[str, Any]]:
     assert layer is not None
 
     async def drain() -> list[dict[str, Any]]:
-        events = []
+        events: list[dict[str, Any]] = []
         while True:
             try:
                 message = await asyncio.wait_for(layer.receive(channel), timeout=1)
