@@ -107,7 +107,6 @@ class Listener(threading.Thread):
         self.group, self.minute_iso = group, minute_iso
         self.events: list[tuple[float, int]] = []
         self.ready = threading.Event()
-        self.stopping = False
 
     def run(self) -> None:
         asyncio.run(self._listen())
@@ -120,13 +119,13 @@ class Listener(threading.Thread):
         channel = await layer.new_channel()
         await layer.group_add(self.group, channel)
         self.ready.set()
-        while not self.stopping:
-            try:
-                message = await asyncio.wait_for(layer.receive(channel), 1)
-            except TimeoutError:
-                continue
+        # No timeout on receive: a cancelled receive may drop a message.
+        while True:
+            message = await layer.receive(channel)
             at = time.monotonic()
             event = message["event"]
+            if event["type"] == "stop":
+                return
             if event["type"] != "points":
                 continue
             end_to_end = event["series"][0]["points"]
@@ -175,6 +174,7 @@ def run_phase(
     stack: BenchStack, port: int, live: bool, args: argparse.Namespace, number: int
 ) -> dict[str, Any]:
     from latencyboard.live.groups import pipeline_group
+    from latencyboard.live.services import publish
     from latencyboard.pipelines.models import Pipeline
     from latencyboard.rollups.models import Rollup
 
@@ -228,7 +228,7 @@ def run_phase(
             answered.append((time.monotonic(), base + (i + 1) * requests))
         time.sleep(6)
         cores = meter.stop()
-        listener.stopping = True
+        publish(pipeline_group(pipeline.pk), {"type": "stop"})
         listener.join(5)
         latencies, unheard = [], []
         for number, (at, expected) in enumerate(answered):
