@@ -56,8 +56,8 @@ def export_body(requests: int, minute_ns: int, number: int) -> bytes:
     )
     spans = resource.scope_spans.add().spans
     for i in range(requests):
-        trace = number.to_bytes(8, "big") + i.to_bytes(8, "big")
-        root = (number * 100_000 + i).to_bytes(8, "big")
+        trace = (number + 1).to_bytes(8, "big") + i.to_bytes(8, "big")
+        root = (number * 100_000 + i + 1).to_bytes(8, "big")  # never 0 (invalid)
         start = minute_ns + (i % 50) * 10**9
         spans.add(
             trace_id=trace,
