@@ -22,6 +22,7 @@ from ingest import metrics as m
 from ingest.auth import TokenDirectory, TokenGrant, token_from_headers
 from ingest.ratelimit import SpanRateLimiter
 from ingest.writer import DatabaseUnavailable, SpanWriter
+from latencyboard.rollups.waking import FoldWaker
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +79,10 @@ class IngestService:
         retention_days: int,
         max_future_seconds: int = 3600,
         rate_limiter: SpanRateLimiter | None = None,
+        fold_waker: FoldWaker | None = None,
     ) -> None:
         self.writer = writer
+        self.fold_waker = fold_waker or FoldWaker()
         self.tokens = TokenDirectory(writer.pool)
         self.rate_limiter = rate_limiter or SpanRateLimiter()
         self.max_body_bytes = max_body_bytes
@@ -142,6 +145,8 @@ class IngestService:
                     retry_after=RETRY_AFTER_SECONDS,
                 )
             stored = result.stored
+            if stored:
+                self.fold_waker.wake()
             m.SPANS_STORED.labels(protocol).inc(result.stored)
             m.ATTRIBUTES_DROPPED.labels(protocol).inc(
                 sum(span.dropped_attributes for span in decoded.spans)

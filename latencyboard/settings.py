@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from latencyboard.dashboards.bottleneck import parse_stage_kinds
 from latencyboard.env import env_bool, env_int, env_list, env_str
+from latencyboard.live.layers import redis_channel_layers
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("LATENCYBOARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -244,12 +245,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
-    }
-}
+CHANNEL_LAYERS = redis_channel_layers(REDIS_URL)
+# Off: folds publish nothing to the live pages (they still load, and show what they fetch).
+LIVE_UPDATES = env_bool("LIVE_UPDATES", True)
 
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True

@@ -62,6 +62,7 @@ def django_db_modify_db_settings(services: Services) -> None:
     from django.conf import settings
 
     from latencyboard.celery import app
+    from latencyboard.live.layers import redis_channel_layers
 
     parts = urlsplit(services.database_url)
     settings.DATABASES["default"].update(
@@ -74,12 +75,7 @@ def django_db_modify_db_settings(services: Services) -> None:
         }
     )
     settings.CELERY_BROKER_URL = services.redis_url
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [services.redis_url]},
-        }
-    }
+    settings.CHANNEL_LAYERS = redis_channel_layers(services.redis_url)
     app.conf.broker_url = services.redis_url
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
+from ingest.decoding import DecodedSpan
 from latencyboard.teams.models import Role, Team
 from latencyboard.teams.services import add_member, issue_ingest_token
 
@@ -40,3 +42,45 @@ def make_user(
     if team is not None:
         add_member(team, user, role)
     return user
+
+
+REQUEST_STAGES = ("queue_wait", "model_forward")
+
+
+def make_requests(service: str, count: int, start: dt.datetime) -> list[DecodedSpan]:
+    """``count`` requests of ``service`` from ``start`` (whole seconds), one a second for a
+    minute: a root span ("predict", its own stage too) and one child per stage of
+    ``REQUEST_STAGES``. Ids derive from ``service`` and ``start``: the same call twice makes
+    the same spans again (which ingest stores once)."""
+    spans = []
+    second = int(start.timestamp())
+    for i in range(count):
+        trace = f"{service}-{second}-{i}".encode().ljust(16, b".")[-16:]
+        at = (second + i % 60) * 10**9
+        root = i.to_bytes(3, "big") + (second % 2**32).to_bytes(4, "big") + b"\0"
+        spans.append(_request_span(trace, root, None, "predict", at, (5 + i % 7) * 10**6, service))
+        for n, stage in enumerate(REQUEST_STAGES):
+            child, duration = root[:7] + bytes([n + 1]), (1 + i % 3 + n) * 10**6
+            spans.append(_request_span(trace, child, root, stage, at, duration, service))
+    return spans
+
+
+def _request_span(
+    trace: bytes, span_id: bytes, parent: bytes | None, name: str, at: int, ns: int, service: str
+) -> DecodedSpan:
+    return DecodedSpan(
+        trace_id=trace,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name,
+        kind=2 if parent is None else 1,
+        start_ns=at,
+        end_ns=at + ns,
+        status_code=0,
+        status_message="",
+        service_name=service,
+        environment="",
+        stage=None if parent is None else name,
+        attributes={},
+        dropped_attributes=0,
+    )

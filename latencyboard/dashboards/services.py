@@ -24,6 +24,7 @@ from django.db import transaction
 from latencyboard.dashboards import deployments
 from latencyboard.dashboards.models import VersionSegment, VersionWatermark
 from latencyboard.db import psycopg_cursor
+from latencyboard.live.services import announce
 from latencyboard.pipelines.models import Pipeline
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class _Step:
     spans: int
     segments: int
     more: bool
+    started: int = 0  # segments of a version not seen before: new deployment markers
 
 
 _IDLE: Final = _Step(0, 0, more=False)
@@ -75,20 +77,25 @@ def scan_versions(now: dt.datetime, *, seconds: float) -> ScanResult:
 
     Pipelines take turns, one step each, until all are caught up or ``seconds`` have passed;
     a pipeline another worker is stepping is skipped. A new pipeline starts from the oldest
-    raw spans kept (``RETENTION_DAYS``).
+    raw spans kept (``RETENTION_DAYS``). The live pages of each pipeline with a new version
+    then hear a ``deployments`` event.
     """
     started = time.monotonic()
     ready = _floor_minute(now - GRACE)
     oldest = _floor_minute(now - dt.timedelta(days=settings.RETENTION_DAYS))
     pending = deque(Pipeline.objects.order_by("pk").values_list("pk", "team_id"))
     spans = segments = 0
+    deployed: set[int] = set()
     while pending and time.monotonic() - started < seconds:
         pipeline_id, team_id = pending.popleft()
         step = _step(pipeline_id, team_id, ready=ready, oldest=oldest)
         spans += step.spans
         segments += step.segments
+        if step.started:
+            deployed.add(pipeline_id)
         if step.more:
             pending.append((pipeline_id, team_id))
+    announce("deployments", deployed)
     VersionSegment.objects.filter(
         last_seen__lt=now - dt.timedelta(days=settings.ROLLUP_DAY_DAYS)
     ).delete()
@@ -138,7 +145,8 @@ def _step(pipeline_id: int, team_id: int, *, ready: dt.datetime, oldest: dt.date
             pipeline_id=pipeline_id, scanned_until=scanned_until
         ).update(scanned_until=end)
         assert moved == 1, "this transaction holds the watermark row's lock"
-    return _Step(sum(s.spans for s in sightings), len(changed), more=end < ready)
+    started = sum(1 for segment in changed if segment.id is None)
+    return _Step(sum(s.spans for s in sightings), len(changed), end < ready, started)
 
 
 def _latest_segments(pipeline_id: int) -> dict[tuple[str, str], deployments.Segment]:

@@ -2,5 +2,10 @@
 
 
 def team_group(team_id: int) -> str:
-    """The group every live page of a team listens on."""
+    """The group the overview of a team listens on."""
     return f"team.{team_id}"
+
+
+def pipeline_group(pipeline_id: int) -> str:
+    """The group the pages of one pipeline listen on."""
+    return f"pipeline.{pipeline_id}"

@@ -14,12 +14,14 @@ import psycopg
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
+from django.db.models import QuerySet
 
 from latencyboard import sketch_batch, sketch_buckets
 from latencyboard.db import psycopg_cursor
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import windows
 from latencyboard.rollups.models import Rollup, StageShare
+from latencyboard.teams.models import Team
 from latencyboard.teams.queries import teams_of
 
 DEFAULT_QUANTILES: Final = (0.5, 0.9, 0.95, 0.99, 0.999)
@@ -118,7 +120,33 @@ def percentile_series(
     pipeline or more than ``windows.MAX_POINTS`` points, and ValueError for a quantile
     outside [0, 1] or a step or window that ``windows`` rejects.
     """
-    pipeline = _pipeline_of(user, pipeline_id)
+    return _percentile_series(
+        _pipeline_of(teams_of(user), pipeline_id), stages, start, end, step, quantiles
+    )
+
+
+def live_minutes(pipeline_id: int, start: dt.datetime, end: dt.datetime) -> PercentileSeries:
+    """Per-minute percentiles of every stage of a pipeline over ``[start, end)``, as
+    :func:`percentile_series` reads them, for the pipeline's live pages (which the channel
+    layer's groups scope to its team). Raises ``Pipeline.DoesNotExist`` for a deleted one."""
+    return _percentile_series(
+        _pipeline_of(Team.objects.all(), pipeline_id),
+        None,
+        start,
+        end,
+        dt.timedelta(minutes=1),
+        DEFAULT_QUANTILES,
+    )
+
+
+def _percentile_series(
+    pipeline: _PipelineRows,
+    stages: Sequence[int | None] | None,
+    start: dt.datetime,
+    end: dt.datetime,
+    step: dt.timedelta,
+    quantiles: Sequence[float],
+) -> PercentileSeries:
     series_stages, whole_pipeline = _series_stages(pipeline.stages, stages)
     levels = tuple(sorted(set(quantiles)))
     if not all(0.0 <= level <= 1.0 for level in levels):
@@ -201,13 +229,14 @@ WHERE p.id = %s AND p.team_id IN ({teams})
 """
 
 
-def _pipeline_of(user: User | AnonymousUser, pipeline_id: int) -> _PipelineRows:
+def _pipeline_of(scope: QuerySet[Team], pipeline_id: int) -> _PipelineRows:
     """The pipeline, its stages and its stored rows (:func:`stored_rows`), in one statement
-    (each round trip to PostgreSQL costs more than its query here), scoped to the user's
-    teams by :func:`teams_of`'s own SQL. Raises ``Pipeline.DoesNotExist`` as the ORM would.
+    (each round trip to PostgreSQL costs more than its query here), scoped to the teams of
+    ``scope`` (:func:`teams_of` for a user) by their own SQL. Raises ``Pipeline.DoesNotExist``
+    as the ORM would.
     """
     try:
-        teams, teams_params = teams_of(user).values("pk").query.sql_with_params()
+        teams, teams_params = scope.values("pk").query.sql_with_params()
     except EmptyResultSet:  # no teams at all
         raise Pipeline.DoesNotExist from None
     probes, probes_params = _stored_row_probes(Rollup, "p.id")

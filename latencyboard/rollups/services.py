@@ -17,16 +17,17 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import psycopg
 from django.db import transaction
 
 from latencyboard.db import psycopg_cursor
-from latencyboard.live.services import publish
+from latencyboard.live.coalescing import Coalescer, Touched
 from latencyboard.rollups import folding
 from latencyboard.rollups.folding import Fold
+from latencyboard.rollups.publishing import publish_touched
 from latencyboard.rollups.rows import (
     ADD_NEW,
     SAME_BUCKET,
@@ -75,12 +76,18 @@ WHERE r.id = u.id
 """
 
 
+# Live pages hear of new minutes at most this often (per group and fold worker).
+PUBLISH_INTERVAL_SECONDS: Final = 0.25
+
+
 @dataclass(frozen=True, slots=True)
 class FoldResult:
-    """Ingest batches marked rolled up, and the spans counted into rollups from them."""
+    """Ingest batches marked rolled up, and the spans counted into rollups from them; and
+    which minutes of which pipelines changed (not part of what a fold counted)."""
 
     batches: int
     spans: int
+    touched: tuple[Touched, ...] = field(default=(), compare=False)
 
 
 def fold_pending_batches(
@@ -91,8 +98,8 @@ def fold_pending_batches(
 
     Batches are claimed oldest first with ``SKIP LOCKED``, so concurrent workers share the
     backlog and never fold a batch twice; claimed batches past ``max_spans`` stored spans
-    (always at least one batch) are left pending for the next fold. After commit each team
-    with new figures hears ``{"type": "rollup", "pipelines": [...]}`` on its live channel.
+    (always at least one batch) are left pending for the next fold. The result names the
+    minutes touched, for :func:`fold_until_idle` to tell the live pages once committed.
     """
     started = time.monotonic()
     with transaction.atomic():
@@ -116,12 +123,6 @@ def fold_pending_batches(
             "UPDATE spans_ingestbatch SET rolled_up_at = %s WHERE id = ANY(%b::int8[])",
             [now, batches],
         )
-        pipelines_of: dict[int, set[int]] = {}
-        for pipeline_id, team_id in teams.items():
-            pipelines_of.setdefault(team_id, set()).add(pipeline_id)
-        for team_id, pipelines in pipelines_of.items():
-            # robust: the rollups are committed whether or not a live page hears of them.
-            transaction.on_commit(_announcer(team_id, sorted(pipelines)), robust=True)
     logger.info(
         "rollup.done",
         extra={
@@ -131,25 +132,38 @@ def fold_pending_batches(
             "seconds": round(time.monotonic() - started, 3),
         },
     )
-    return FoldResult(len(batches), len(spans))
+    return FoldResult(len(batches), len(spans), _touched(folds, teams))
 
 
 def fold_until_idle(clock: Callable[[], dt.datetime], seconds: float) -> FoldResult:
-    """Fold batch after batch until none is left to claim or ``seconds`` have passed."""
+    """Fold batch after batch until none is left to claim or ``seconds`` have passed.
+
+    After each committed fold the live pages hear of the minutes it touched, coalesced to at
+    most one event per group every ``PUBLISH_INTERVAL_SECONDS``; an unreachable Redis drops
+    the events, never the fold.
+    """
     deadline = time.monotonic() + seconds
+    coalescer = Coalescer(PUBLISH_INTERVAL_SECONDS)
     batches = spans = 0
     while True:
         result = fold_pending_batches(clock())
         batches, spans = batches + result.batches, spans + result.spans
-        if not result.batches or time.monotonic() >= deadline:
+        coalescer.add(result.touched)
+        idle = not result.batches or time.monotonic() >= deadline
+        publish_touched(coalescer.drain() if idle else coalescer.due())
+        if idle:
             return FoldResult(batches, spans)
 
 
-def _announcer(team_id: int, pipelines: list[int]) -> Callable[[], None]:
-    def announce() -> None:
-        publish(team_id, {"type": "rollup", "pipelines": pipelines})
-
-    return announce
+def _touched(folds: Sequence[Fold], teams: dict[int, int]) -> tuple[Touched, ...]:
+    """The first and last minute of each pipeline in ``folds``."""
+    span: dict[int, tuple[int, int]] = {}
+    for fold in folds:
+        first, last = span.get(fold.pipeline_id, (fold.bucket, fold.bucket))
+        span[fold.pipeline_id] = (min(first, fold.bucket), max(last, fold.bucket))
+    return tuple(
+        Touched(pipeline, teams[pipeline], first, last) for pipeline, (first, last) in span.items()
+    )
 
 
 def _within_budget(claimed: Sequence[tuple[int, int]], max_spans: int) -> list[int]:

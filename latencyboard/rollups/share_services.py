@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import transaction
 
 from latencyboard.db import psycopg_cursor
+from latencyboard.live.services import announce
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import shares
 from latencyboard.rollups.models import Resolution, StageShareWatermark
@@ -157,20 +158,25 @@ def compute_stage_shares(
     from the first one with a request) each, until all are caught up or ``seconds`` have
     passed; a pipeline another worker is stepping is skipped. A new pipeline starts from
     the oldest raw spans kept (``RETENTION_DAYS``), its minutes without requests skipped.
+    The live pages of each pipeline with new minutes then hear a ``stage_shares`` event.
     """
     started = time.monotonic()
     ready = floor_to(now - dt.timedelta(seconds=settings.STAGE_SHARE_GRACE_SECONDS), MINUTE)
     oldest = floor_to(now - dt.timedelta(days=settings.RETENTION_DAYS), MINUTE)
     pending = deque(Pipeline.objects.order_by("pk").values_list("pk", "team_id"))
     minutes = requests = spans = 0
+    changed: set[int] = set()
     while pending and time.monotonic() - started < seconds:
         pipeline_id, team_id = pending.popleft()
         step = _step(pipeline_id, team_id, ready=ready, oldest=oldest, minutes=minutes_per_step)
         minutes += step.minutes
         requests += step.requests
         spans += step.spans
+        if step.minutes:
+            changed.add(pipeline_id)
         if step.more:
             pending.append((pipeline_id, team_id))
+    announce("stage_shares", changed)
     _apply_retention(now)
     result = ShareResult(minutes, requests, spans, behind=len(pending))
     logger.info(
