@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from redis.exceptions import RedisError
 
 from latencyboard.live.groups import pipeline_group
@@ -25,11 +26,11 @@ def publish(group: str, event: dict[str, Any]) -> bool:
     """Send ``event`` (JSON-able) to every open live page listening on ``group``.
 
     Best effort: with Redis unreachable the event is dropped, logged, and False returned; the
-    pages fetch what they missed when they reconnect.
+    pages fetch what they missed when they reconnect. Nothing when ``LIVE_UPDATES`` is off.
     """
     global _paused_until
     layer = get_channel_layer()
-    if layer is None or time.monotonic() < _paused_until:
+    if not settings.LIVE_UPDATES or layer is None or time.monotonic() < _paused_until:
         return False
     try:
         async_to_sync(layer.group_send)(group, {"type": "live.event", "event": event})

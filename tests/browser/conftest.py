@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,6 +83,14 @@ def serve_web(env: dict[str, str], log_path: Path) -> Iterator[LiveWeb]:
     )
     yield LiveWeb(f"http://127.0.0.1:{port}")
     stop_process(running)
+
+
+@pytest.fixture(autouse=True)
+def no_live_publishing_here(settings: Any) -> None:
+    """Folds that test fixtures run in this process publish nothing: publishing calls
+    ``async_to_sync``, which refuses to run in the thread where Playwright keeps its loop.
+    The web and worker processes the tests start publish as configured."""
+    settings.LIVE_UPDATES = False
 
 
 @pytest.fixture(scope="session")

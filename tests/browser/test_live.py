@@ -21,8 +21,9 @@ def publish_elsewhere(group: str, event: dict[str, object]) -> None:
     thread.join()
 
 
-def test_a_signed_in_page_goes_live_and_hears_its_team_s_events(page, live_web):
-    # given a member of a team signed in on the overview
+def test_a_signed_in_page_goes_live_and_hears_its_team_s_events(page, live_web, settings):
+    # given publishing on in this process too, and a member of a team signed in on the overview
+    settings.LIVE_UPDATES = True
     team = make_team()
     log_in(page, live_web, make_user(team, password=PASSWORD).get_username())
 
