@@ -9,6 +9,8 @@ from latencyboard.web import views
 # Redoc (served from here by drf-spectacular-sidecar) runs its search in a blob: worker.
 _REDOC_CSP = {"worker-src": ["blob:"]}
 
+handler500 = "latencyboard.web.errors.server_error"
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
@@ -23,7 +24,14 @@ def suspicious(request: HttpRequest) -> HttpResponse:
     raise SuspiciousOperation(SECRET)
 
 
+def database_down(request: HttpRequest) -> HttpResponse:
+    raise OperationalError(f"connection refused: {SECRET}")
+
+
+handler500 = "latencyboard.web.errors.server_error"
+
 urlpatterns = [
+    path("test-errors/database-down/", database_down),
     path("test-errors/crash/", crash),
     path("test-errors/forbidden/", forbidden),
     path("test-errors/suspicious/", suspicious),

@@ -40,6 +40,9 @@ def assert_our_page(body: str, heading: str) -> None:
         pytest.param("/test-errors/forbidden/", 403, "Not allowed", id="403"),
         pytest.param("/test-errors/suspicious/", 400, "Bad request", id="400"),
         pytest.param("/test-errors/crash/", 500, "Something went wrong on our side", id="500"),
+        pytest.param(
+            "/test-errors/database-down/", 503, "Temporarily unavailable", id="503-database"
+        ),
     ],
 )
 def test_errors_are_our_own_pages(path, status, heading):
@@ -69,3 +72,12 @@ def test_a_form_without_its_csrf_token_gets_our_403_page():
 
     assert response.status_code == 403
     assert_our_page(response.content.decode(), "This form has expired")
+
+
+def test_a_database_that_cannot_be_reached_is_a_503_to_retry():
+    # When PostgreSQL cannot be reached while a request is served (DEBUG off)
+    response = Client(raise_request_exception=False).get("/test-errors/database-down/")
+
+    # Then the answer says to retry shortly, as ingest's does
+    assert response.status_code == 503
+    assert response["Retry-After"] == "10"
