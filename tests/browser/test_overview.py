@@ -4,8 +4,11 @@ compacted and split into stage shares as the workers do it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import cast
 
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from ingest.backfill import backfill_demo
@@ -13,7 +16,8 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.compaction import compact_rollups
 from latencyboard.rollups.services import fold_pending_batches
 from latencyboard.rollups.share_services import compute_stage_shares
-from latencyboard.teams.models import Team
+from latencyboard.sla.services import create_objective
+from latencyboard.teams.models import Role, Team
 from tests.browser.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
 from tests.factories import make_team, make_user
 
@@ -162,3 +166,30 @@ def test_outsider_sees_none_of_another_teams_pipelines(page, live_web, demo):
     assert listed == ["their-secret-service"]
     assert api.status == 404
     assert "recommender" not in api.text()
+
+
+def test_at_a_laptop_width_every_column_of_the_overview_is_in_view(page, live_web, demo):
+    # given objectives named as a first start names them, and a member on the overview at
+    # 1440 px, where each shows its attainment, name and error budget
+    admin = cast(User, make_user(demo.team, role=Role.ADMIN))
+    for pipeline in Pipeline.objects.filter(team=demo.team):
+        create_objective(
+            team=demo.team,
+            pipeline=pipeline,
+            stage=None,
+            name=f"{pipeline.service_name} end to end under 300 ms",
+            threshold_ms=300.0,
+            target_percent=Decimal("99"),
+            window="rolling_28d",
+            created_by=admin,
+        )
+    page.set_viewport_size({"width": 1440, "height": 900})
+    log_in(page, live_web, demo.member)
+
+    # then the table needs no sideways scrolling: the bottleneck column is in view
+    box = page.evaluate(
+        "(() => { const b = document.querySelector('.table-scroll');"
+        " return [b.scrollWidth, b.clientWidth]; })()"
+    )
+    assert box[0] <= box[1]
+    assert page.locator("#overview th", has_text="Bottleneck").is_visible()
