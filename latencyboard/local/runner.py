@@ -95,7 +95,7 @@ def _load_history(env: dict[str, str], days: int | None, log_path: Path) -> None
             history.wait()
 
 
-def _collect_static(env: dict[str, str], var_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
+def collect_static(env: dict[str, str], var_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
     """Start collecting static files into var/, for the web to serve as in production: hashed
     names cached for a year, precompressed gzip and brotli (Plotly alone is 4.9 MB raw). It
     runs while the history loads; the caller waits for it before starting the web."""
@@ -176,7 +176,7 @@ def run(demo: bool, bind: str, history_days: int | None = None) -> int:
 
         _manage(env, "migrate", "--noinput")
         credentials = json.loads(_manage(env, "bootstrap_local", *(["--demo"] if demo else [])))
-        collecting = _collect_static(env, var_dir, log_dir / "collectstatic.log")
+        collecting = collect_static(env, var_dir, log_dir / "collectstatic.log")
         if demo and history_days != 0:
             _load_history(env, history_days, log_dir / "history.log")
         if collecting.wait():

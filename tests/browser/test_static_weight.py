@@ -42,7 +42,8 @@ def made_run_web(
 ) -> Iterator[LiveWeb]:
     """The web app with the static files collected as `make run` collects them."""
     env = dict(child_env)
-    collect_static(env, static_root.parent)
+    log = tmp_path_factory.mktemp("collectstatic") / "collectstatic.log"
+    assert collect_static(env, static_root.parent, log).wait() == 0, log.read_text()
     yield from serve_web(env, tmp_path_factory.mktemp("web") / "web.log")
 
 
