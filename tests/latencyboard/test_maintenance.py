@@ -394,7 +394,7 @@ def test_anonymous_is_refused_maintenance(client, objective):
         client.delete(f"{url}{window.pk}/"),
     ]
 
-    assert [r.status_code for r in responses] == [403] * 3
+    assert [r.status_code for r in responses] == [401] * 3
     assert MaintenanceWindow.objects.get().deleted_at is None
 
 
