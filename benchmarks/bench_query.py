@@ -80,7 +80,7 @@ def series_rows(
     Hours before the last compacted one (compaction runs 5 minutes after an hour ends) have
     hour rows, whole days day rows, and the last ``MINUTE_DAYS`` minute rows up to ``now``.
     """
-    from latencyboard.sketch import sketches_by_group
+    from latencyboard.sketches.sketch import sketches_by_group
 
     hour = 3600
     now_s = int(now.timestamp())

@@ -1,4 +1,4 @@
-"""Throughput of latencyboard.sketch and sketch_batch on synthetic latencies; run:
+"""Throughput of latencyboard.sketches (sketch and batch) on synthetic latencies; run:
 python benchmarks/bench_sketch.py.
 
 Prints the best of several runs for each operation, as values/s or items/s plus wall time.
@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from latencyboard.sketch import Sketch, merge_many, sketches_by_group
-from latencyboard.sketch_batch import SketchBatch
+from latencyboard.sketches.batch import SketchBatch
+from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
 
 REPEATS = 7
 MINUTES_PER_WEEK = 7 * 24 * 60

@@ -45,7 +45,7 @@ from typing import Final
 from latencyboard.alerts.binomial import binomial_upper_tail
 from latencyboard.alerts.regression import Baseline, QuantileTest, RegressionRule, quantile_tests
 from latencyboard.alerts.tail import count_above, threshold_of
-from latencyboard.sketch import Sketch, merge_many
+from latencyboard.sketches.sketch import Sketch, merge_many
 
 __all__ = ["MIX_SHARE", "CohortChange", "Label", "MixDecomposition", "decompose"]
 

@@ -56,8 +56,8 @@ from latencyboard.alerts.tail import (
     quantile_intervals,
     threshold_of,
 )
-from latencyboard.sketch import Sketch
-from latencyboard.sketch_buckets import RELATIVE_ERROR
+from latencyboard.sketches.buckets import RELATIVE_ERROR
+from latencyboard.sketches.sketch import Sketch
 
 __all__ = [
     "Baseline",

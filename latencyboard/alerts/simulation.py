@@ -9,9 +9,9 @@ every stage's p90 clears the rule's 5 ms floor: a shift the rule deems immateria
 is not counted as a miss.
 
 Everything goes through what production uses: per-minute sketches (built with
-:func:`~latencyboard.sketch.sketches_by_group`), hourly sketches, a 7-day baseline merged
+:func:`~latencyboard.sketches.sketch.sketches_by_group`), hourly sketches, a 7-day baseline merged
 from the hourly ones and rebuilt every hour, a 10-minute window merged from the minute ones
-with :func:`~latencyboard.sketch.merge_many` every minute, :func:`regression.evaluate` and
+with :func:`~latencyboard.sketches.sketch.merge_many` every minute, :func:`regression.evaluate` and
 the :mod:`lifecycle` state machine (an alarm is a ``FIRED`` transition).
 """
 
@@ -26,7 +26,7 @@ from typing import Final
 import numpy as np
 
 from latencyboard.alerts import lifecycle, mix, regression
-from latencyboard.sketch import Sketch, merge_many, sketches_by_group
+from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
 
 __all__ = [
     "STAGES",

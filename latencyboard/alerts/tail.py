@@ -1,7 +1,7 @@
 """What a sketch can say exactly about its tail: counts above a bucket and quantile intervals.
 
 A sketch knows each value only up to its bucket: bucket ``k`` holds the values in
-``(gamma**(k-1), gamma**k]`` (:mod:`latencyboard.sketch_buckets`). The baseline's quantile
+``(gamma**(k-1), gamma**k]`` (:mod:`latencyboard.sketches.buckets`). The baseline's quantile
 is an estimate inside some bucket ``K``; the true quantile lies somewhere in that bucket.
 :func:`count_above` therefore counts only the values of buckets *wholly above* the
 threshold's bucket (keys ``> K``, i.e. values ``> gamma**K``, the bucket's upper edge). Every
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from latencyboard.alerts.binomial import quantile_rank_bounds
-from latencyboard.sketch import Sketch
-from latencyboard.sketch_buckets import GAMMA, MIN_KEY, MIN_VALUE, RELATIVE_ERROR, bucket_keys
+from latencyboard.sketches.buckets import GAMMA, MIN_KEY, MIN_VALUE, RELATIVE_ERROR, bucket_keys
+from latencyboard.sketches.sketch import Sketch
 
 __all__ = ["Interval", "Threshold", "count_above", "quantile_intervals", "threshold_of"]
 

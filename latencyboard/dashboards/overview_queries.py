@@ -22,7 +22,7 @@ from latencyboard.dashboards.queries import present
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.models import Resolution, Rollup
 from latencyboard.rollups.windows import floor_to
-from latencyboard.sketch_batch import SketchBatch
+from latencyboard.sketches.batch import SketchBatch
 from latencyboard.sla import attainment as sla_maths
 from latencyboard.sla.models import Objective
 from latencyboard.sla.queries import budgets, objectives_of

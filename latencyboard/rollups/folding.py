@@ -23,7 +23,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from latencyboard.sketch import Sketch, merge_many, sketches_by_group
+from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
 
 SPAN_RECORD: Final = (
     "int8send(pipeline_id) || int8send(stage_id) || timestamptz_send(start_time)"

@@ -16,8 +16,8 @@ class Rollup(models.Model):
     """Latency of one pipeline stage over one minute, hour or day.
 
     ``stage`` is empty for end-to-end latency (the pipeline's root spans). ``sketch`` is a
-    ``latencyboard.sketch.Sketch`` in its binary form: any window's percentile is a merge of
-    rows. Count, errors and sum are exact.
+    ``latencyboard.sketches.sketch.Sketch`` in its binary form: any window's percentile is a
+    merge of rows. Count, errors and sum are exact.
     """
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")

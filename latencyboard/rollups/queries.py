@@ -16,11 +16,12 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import QuerySet
 
-from latencyboard import sketch_batch, sketch_buckets
 from latencyboard.db import psycopg_cursor
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import windows
 from latencyboard.rollups.models import Rollup, StageShare
+from latencyboard.sketches import batch as sketch_batch
+from latencyboard.sketches import buckets as sketch_buckets
 from latencyboard.teams.models import Team
 from latencyboard.teams.queries import teams_of
 

@@ -37,7 +37,7 @@ from latencyboard.rollups.rows import (
     rows_of_keys,
     write_rows,
 )
-from latencyboard.sketch import Sketch
+from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla.counting import ADVISORY_LOCK_KEY
 
 logger = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ from latencyboard.dashboards.templatetags.dashboards import ms, percent, quantil
 from latencyboard.db import conninfo
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import Resolution, Rollup, StageShare
-from latencyboard.sketch import Sketch
-from latencyboard.sketch_buckets import RELATIVE_ERROR
+from latencyboard.sketches.buckets import RELATIVE_ERROR
+from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla.models import Objective, SlaMinute
 from latencyboard.teams.models import Team
 from tests.factories import make_team, make_user

@@ -23,7 +23,7 @@ from latencyboard.dashboards.templatetags.dashboards import sparkline
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import Resolution, Rollup, StageShare
 from latencyboard.rollups.windows import floor_to
-from latencyboard.sketch import Sketch
+from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla.models import Objective, SlaMinute
 from tests.factories import make_team, make_user
 

@@ -13,8 +13,8 @@ from rest_framework.renderers import JSONRenderer
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.api import OrjsonRenderer
 from latencyboard.rollups.models import Resolution, Rollup
-from latencyboard.sketch import Sketch, merge_many
-from latencyboard.sketch_buckets import RELATIVE_ERROR
+from latencyboard.sketches.buckets import RELATIVE_ERROR
+from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.teams.models import Team
 from tests.factories import make_team, make_user
 

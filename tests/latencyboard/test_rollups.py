@@ -25,7 +25,7 @@ from latencyboard.live.groups import team_group
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import compaction, folding, rebuild, services
 from latencyboard.rollups.models import Rollup
-from latencyboard.sketch import Sketch, merge_many
+from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.sla.models import Objective, SlaMinute
 from latencyboard.spans.models import IngestBatch
 from latencyboard.teams.models import Team

@@ -10,7 +10,7 @@ import pytest
 
 from latencyboard.alerts.mix import Label, decompose
 from latencyboard.alerts.regression import Baseline
-from latencyboard.sketch import Sketch
+from latencyboard.sketches.sketch import Sketch
 
 WEEK_START = datetime(2026, 3, 1, tzinfo=UTC)
 WEEK_END = datetime(2026, 3, 8, tzinfo=UTC)

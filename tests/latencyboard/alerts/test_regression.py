@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from latencyboard.alerts.regression import Baseline, RegressionRule, Status, evaluate
-from latencyboard.sketch import Sketch
+from latencyboard.sketches.sketch import Sketch
 
 WEEK_START = datetime(2026, 3, 1, tzinfo=UTC)
 WEEK_END = datetime(2026, 3, 8, tzinfo=UTC)

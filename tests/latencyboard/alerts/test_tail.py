@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from latencyboard.alerts.tail import count_above, quantile_intervals, threshold_of
-from latencyboard.sketch import Sketch
-from latencyboard.sketch_buckets import GAMMA, RELATIVE_ERROR
+from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
+from latencyboard.sketches.sketch import Sketch
 
 
 def test_a_value_in_the_thresholds_bucket_is_not_counted() -> None:

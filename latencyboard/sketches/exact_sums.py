@@ -1,5 +1,5 @@
 """Exact per-group sums of non-negative floats, rounded once, with a fixed number of numpy
-operations (for the ``sum`` of :class:`~latencyboard.sketch_batch.GroupSummaries`)."""
+operations (for the ``sum`` of :class:`~latencyboard.sketches.batch.GroupSummaries`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.sketch_buckets import FloatArray, IntArray
+from latencyboard.sketches.buckets import FloatArray, IntArray
 
 __all__ = ["exact_sums"]
 

@@ -1,4 +1,4 @@
-"""Tests for latencyboard.sketch_batch.SketchBatch: blobs end to end in one buffer, wide counts."""
+"""SketchBatch: blobs end to end in one buffer, wide counts."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from latencyboard.sketch import Sketch, merge_many
-from latencyboard.sketch_batch import SketchBatch
-from latencyboard.sketch_buckets import GAMMA, MIN_VALUE
+from latencyboard.sketches.batch import SketchBatch
+from latencyboard.sketches.buckets import GAMMA, MIN_VALUE
+from latencyboard.sketches.sketch import Sketch, merge_many
 
 LEVELS = [0.0, 0.001, 0.5, 0.95, 0.99, 0.999, 1.0]
 HEADER = struct.Struct("<BBQQdddiI")  # the documented version-1 header

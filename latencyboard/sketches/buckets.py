@@ -1,5 +1,5 @@
-"""Which bucket of a :class:`~latencyboard.sketch.Sketch` a latency lands in, and what value
-each bucket reports.
+"""Which bucket of a :class:`~latencyboard.sketches.sketch.Sketch` a latency lands in, and what
+value each bucket reports.
 
 A value ``x >= MIN_VALUE`` lands in bucket ``key = ceil(log_gamma(x))`` with
 ``gamma = (1 + ALPHA) / (1 - ALPHA)``, i.e. bucket ``k`` covers ``(gamma**(k-1), gamma**k]``.
@@ -8,7 +8,7 @@ error of every value the bucket can hold. Values below ``MIN_VALUE`` (1 ns) are 
 separate zero bucket reported as ``0.0``.
 
 The key mapping (``ALPHA``, ``MIN_VALUE`` and the ``ceil(log(x) / log(gamma))`` float
-computation) is part of the binary format (:mod:`latencyboard.sketch_format`): changing any of
+computation) is part of the binary format (:mod:`latencyboard.sketches.format`): changing any of
 them requires a new format version.
 """
 

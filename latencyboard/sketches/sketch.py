@@ -1,6 +1,6 @@
 """Mergeable log-bucket quantile sketch for latencies in milliseconds (DDSketch-style).
 
-Values land in log-spaced buckets (:mod:`latencyboard.sketch_buckets`), each reported within
+Values land in log-spaced buckets (:mod:`latencyboard.sketches.buckets`), each reported within
 ``RELATIVE_ERROR`` of every value it can hold. Exact ``count``, ``sum``, ``min`` and ``max``
 are kept alongside, and estimates are clamped to ``[min, max]`` (which can only reduce the
 error).
@@ -19,12 +19,12 @@ apart).
 
 Everything is vectorized: inserts, merges, bulk merges of serialized blobs
 (:func:`merge_many`), per-group construction (:func:`sketches_by_group`), per-group merges
-and quantiles of serialized blobs (:mod:`latencyboard.sketch_batch`: bit for bit
+and quantiles of serialized blobs (:mod:`latencyboard.sketches.batch`: bit for bit
 ``merge_many`` of each group, as arrays) and multi-quantile queries do a fixed number of numpy
 operations. There is never a Python loop per value or per bucket, only per sketch taken in or
 handed out (a type check, a slice, an object).
 
-:meth:`Sketch.to_bytes` writes the binary format of :mod:`latencyboard.sketch_format`, which
+:meth:`Sketch.to_bytes` writes the binary format of :mod:`latencyboard.sketches.format`, which
 :meth:`Sketch.from_bytes` and :func:`merge_many` read.
 """
 
@@ -37,7 +37,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from latencyboard.sketch_buckets import (
+from latencyboard.sketches.buckets import (
     MAX_KEY,
     MIN_KEY,
     MIN_VALUE,
@@ -46,7 +46,7 @@ from latencyboard.sketch_buckets import (
     bucket_estimates,
     bucket_keys,
 )
-from latencyboard.sketch_format import Parts, decode_blobs, encode
+from latencyboard.sketches.format import Parts, decode_blobs, encode
 
 __all__ = [
     "QuantileMethod",
@@ -194,7 +194,7 @@ class Sketch:
         return result
 
     def to_bytes(self) -> bytes:
-        """Serialize to the compact version-1 format of :mod:`latencyboard.sketch_format`."""
+        """Serialize to the compact version-1 format of :mod:`latencyboard.sketches.format`."""
         return encode(
             self._count,
             self._zero_count,

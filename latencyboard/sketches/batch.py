@@ -2,9 +2,9 @@
 
 :func:`group_summaries` and :class:`SketchBatch` (which decodes the blobs once, to group them
 several ways) report for each group the count, zero count, min, max and quantiles of
-:func:`~latencyboard.sketch.merge_many` of its blobs, bit for bit, and the exact sum of their
-sums (:mod:`latencyboard.exact_sums`), with a fixed number of numpy operations: no Python work
-per group or bucket.
+:func:`~latencyboard.sketches.sketch.merge_many` of its blobs, bit for bit, and the exact sum
+of their sums (:mod:`latencyboard.sketches.exact_sums`), with a fixed number of numpy
+operations: no Python work per group or bucket.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from latencyboard.exact_sums import exact_sums
-from latencyboard.sketch import QuantileMethod, quantile_levels
-from latencyboard.sketch_buckets import (
+from latencyboard.sketches.buckets import (
     MAX_KEY,
     MIN_KEY,
     CountArray,
@@ -29,7 +27,9 @@ from latencyboard.sketch_buckets import (
     bucket_estimates,
     bucket_keys,
 )
-from latencyboard.sketch_format import Parts, Runs, decode, joined
+from latencyboard.sketches.exact_sums import exact_sums
+from latencyboard.sketches.format import Parts, Runs, decode, joined
+from latencyboard.sketches.sketch import QuantileMethod, quantile_levels
 
 __all__ = ["GroupSummaries", "SketchBatch", "group_summaries"]
 
@@ -152,7 +152,7 @@ class SketchBatch:
 
     def _running_count(self) -> CountArray:
         """The bucket counts of all decoded runs summed up to each bucket, worked out once,
-        in the counts' own type (int32 only below sketch_format._NARROW_TOTAL values in the
+        in the counts' own type (int32 only below format._NARROW_TOTAL values in the
         batch)."""
         if self._cumulative is None:
             assert self._parts is not None
@@ -329,7 +329,7 @@ def _merged_runs(
         # Every key from each group's lowest to its highest: key k of group g is cell
         # starts[g] + k - lowest[g].
         shift = starts - lowest
-        # The counts' own type (see sketch_format._NARROW_TOTAL): ufunc.at has no fast loop
+        # The counts' own type (see format._NARROW_TOTAL): ufunc.at has no fast loop
         # for a cast.
         grid = np.zeros(size, dtype=counts.dtype)
         # Cell indexes lie in [0, size): int32 halves the memory to fill, as for keys.

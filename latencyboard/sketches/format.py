@@ -1,4 +1,4 @@
-"""The binary format of a :class:`~latencyboard.sketch.Sketch`, and its vectorized codec.
+"""The binary format of a :class:`~latencyboard.sketches.sketch.Sketch`, and its vectorized codec.
 
 Binary format, version 1 (all little-endian, 50-byte header then a body)::
 
@@ -13,7 +13,7 @@ Binary format, version 1 (all little-endian, 50-byte header then a body)::
                  others >= 1 (key minus the previous key); every count non-zero
 
 The encoder picks the smaller layout and the narrowest unsigned width that fits. The key
-mapping (:mod:`latencyboard.sketch_buckets`: ``ALPHA``, ``MIN_VALUE`` and the
+mapping (:mod:`latencyboard.sketches.buckets`: ``ALPHA``, ``MIN_VALUE`` and the
 ``ceil(log(x) / log(gamma))`` float computation) is part of the format: changing any of them
 requires a new version. The decoder checks the structure (version, flags, lengths, counts
 summing to ``count``, keys agreeing with ``min``/``max``) and rejects violations with
@@ -21,8 +21,8 @@ summing to ``count``, keys agreeing with ``min``/``max``) and rejects violations
 
 The decoder takes many blobs at once and lays their fields and buckets side by side
 (:class:`Parts`) with a fixed number of numpy operations, for ``Sketch.from_bytes``,
-``merge_many`` (:mod:`latencyboard.sketch`) and ``SketchBatch``
-(:mod:`latencyboard.sketch_batch`) to sum up.
+``merge_many`` (:mod:`latencyboard.sketches.sketch`) and ``SketchBatch``
+(:mod:`latencyboard.sketches.batch`) to sum up.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from latencyboard.sketch_buckets import (
+from latencyboard.sketches.buckets import (
     MAX_KEY,
     MIN_KEY,
     MIN_VALUE,

@@ -1,5 +1,5 @@
-"""Tests for latencyboard.sketch and its sketch_* siblings: accuracy against numpy, merging,
-serialization, grouping."""
+"""The sketch and its sibling modules: accuracy against numpy, merging, serialization,
+grouping."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from latencyboard import sketch_batch
-from latencyboard.sketch import QuantileMethod, Sketch, merge_many, sketches_by_group
-from latencyboard.sketch_batch import GroupSummaries, SketchBatch, group_summaries
-from latencyboard.sketch_buckets import GAMMA, MIN_VALUE, RELATIVE_ERROR
-from latencyboard.sketch_format import FORMAT_VERSION
+from latencyboard.sketches import batch as sketch_batch
+from latencyboard.sketches.batch import GroupSummaries, SketchBatch, group_summaries
+from latencyboard.sketches.buckets import GAMMA, MIN_VALUE, RELATIVE_ERROR
+from latencyboard.sketches.format import FORMAT_VERSION
+from latencyboard.sketches.sketch import QuantileMethod, Sketch, merge_many, sketches_by_group
 
 DASHBOARD_QUANTILES = [0.5, 0.9, 0.95, 0.99, 0.999]
 # A value sitting exactly on a bucket boundary can land in the neighbouring bucket through
