@@ -1,0 +1,12 @@
+"""Advisory lock keys (pure: no Django).
+
+``FOLD`` orders rollup folds against the writers that must not interleave with them: folds
+take it shared, while creating an objective (which back-fills its counters), compaction and
+rebuilds take it exclusive, so a fold either commits before them or sees what they changed.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+FOLD: Final = 0x5A_1A_C0_01

@@ -1,0 +1,17 @@
+"""The PostgreSQL tables raw SQL reads and writes (pure: no Django)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+SPAN: Final = "spans_span"
+INGEST_BATCH: Final = "spans_ingestbatch"
+PIPELINE: Final = "pipelines_pipeline"
+STAGE: Final = "pipelines_stage"
+STAGE_RULE: Final = "pipelines_stagerule"
+ROLLUP: Final = "rollups_rollup"
+STAGE_SHARE: Final = "rollups_stageshare"
+STAGE_SHARE_WATERMARK: Final = "rollups_stagesharewatermark"
+OBJECTIVE: Final = "sla_objective"
+SLA_MINUTE: Final = "sla_slaminute"
+INGEST_TOKEN: Final = "teams_ingesttoken"  # noqa: S105 (a table name)
