@@ -1,7 +1,8 @@
 """Realistic traffic profiles for the demo inference pipelines (pure: numpy + stdlib).
 
-Three pipelines (``fraud-scorer``, ``recommender``, ``clinical-alerts``) run the same six stages in
-order, as sequential children of one root SERVER span. Stage durations are log-normal with a small
+Three pipelines (``fraud-scorer``, ``recommender``, ``clinical-alerts``, their figures in
+``pipelines.toml``) run the same six stages in order, as sequential children of one root SERVER
+span. Stage durations are log-normal with a small
 Pareto tail component mixed in, ``feature_hydration`` is much slower on a cache miss, a candidate
 model version is slower in ``model_forward``, and about 1% of requests fail in some stage.
 
@@ -14,7 +15,10 @@ traffic agree on the daily traffic shape and on which model version is rolled ou
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -313,90 +317,37 @@ def _stages(
     )
 
 
-# Request parsing and hand-over between stages: tens of microseconds, no tail worth modelling.
-_GAP = LatencyDist(median_ms=0.02, sigma=0.5, tail_prob=0.0)
+_CATALOGUE = Path(__file__).with_name("pipelines.toml")
 
-FRAUD_SCORER = Pipeline(
-    name="fraud-scorer",
-    service_version="3.4.1",
-    http_method="POST",
-    http_route="/v1/score",
-    requests_per_s=15.0,
-    # A gradient-boosted model is cheap; the feature store (card and merchant history) is the
-    # expensive part whenever the cache misses.
-    stages=_stages(
-        queue=(0.4, 0.8),
-        hydration_hit=(1.2, 0.35),
-        hydration_miss=(22.0, 0.45),
-        preprocess=(0.8, 0.25),
-        forward=(6.0, 0.3),
-        postprocess=(0.3, 0.3),
-        serialize=(0.15, 0.25),
-        cap_ms=1_000.0,
-    ),
-    cache_hit_rate=0.88,
-    error_rate=0.01,
-    model_versions=(ModelVersion("v7"), ModelVersion("v8", forward_factor=1.35)),
-    rollout_period_s=3 * _DAY_S,
-    rollout_phase=0.0,
-    diurnal_amplitude=0.6,
-    peak_hour_utc=15.0,
-    gap=_GAP,
-)
 
-RECOMMENDER = Pipeline(
-    name="recommender",
-    service_version="1.22.0",
-    http_method="POST",
-    http_route="/v1/recommend",
-    requests_per_s=12.0,
-    # A large ranking model dominates; hydration is mostly served by the cache.
-    stages=_stages(
-        queue=(1.5, 0.9),
-        hydration_hit=(3.0, 0.4),
-        hydration_miss=(25.0, 0.5),
-        preprocess=(2.0, 0.3),
-        forward=(45.0, 0.35),
-        postprocess=(6.0, 0.4),
-        serialize=(1.2, 0.3),
-        cap_ms=2_000.0,
-    ),
-    cache_hit_rate=0.97,
-    error_rate=0.008,
-    model_versions=(ModelVersion("v12"), ModelVersion("v13", forward_factor=1.25)),
-    rollout_period_s=2 * _DAY_S,
-    rollout_phase=0.3,
-    diurnal_amplitude=0.7,
-    peak_hour_utc=19.0,
-    gap=_GAP,
-)
+def _pipeline(entry: dict[str, Any], gap: LatencyDist) -> Pipeline:
+    latency = dict(entry["latency_ms"])
+    cap_ms = latency.pop("cap")
+    baseline, candidate = (ModelVersion(name, factor) for name, factor in entry["model_versions"])
+    return Pipeline(
+        name=entry["name"],
+        service_version=entry["service_version"],
+        http_method=entry["http_method"],
+        http_route=entry["http_route"],
+        requests_per_s=entry["requests_per_s"],
+        stages=_stages(cap_ms=cap_ms, **{stage: tuple(ms) for stage, ms in latency.items()}),
+        cache_hit_rate=entry["cache_hit_rate"],
+        error_rate=entry["error_rate"],
+        model_versions=(baseline, candidate),
+        rollout_period_s=entry["rollout_period_days"] * _DAY_S,
+        rollout_phase=entry["rollout_phase"],
+        diurnal_amplitude=entry["diurnal_amplitude"],
+        peak_hour_utc=entry["peak_hour_utc"],
+        gap=gap,
+    )
 
-CLINICAL_ALERTS = Pipeline(
-    name="clinical-alerts",
-    service_version="0.9.7",
-    http_method="POST",
-    http_route="/v1/alerts/evaluate",
-    requests_per_s=3.0,
-    # Hospitals run around the clock (flat day curve); patient-record lookups miss the cache
-    # often and are slow when they do.
-    stages=_stages(
-        queue=(0.8, 1.0),
-        hydration_hit=(8.0, 0.4),
-        hydration_miss=(60.0, 0.5),
-        preprocess=(4.0, 0.35),
-        forward=(20.0, 0.3),
-        postprocess=(3.0, 0.35),
-        serialize=(0.5, 0.3),
-        cap_ms=5_000.0,
-    ),
-    cache_hit_rate=0.8,
-    error_rate=0.012,
-    model_versions=(ModelVersion("v3"), ModelVersion("v4", forward_factor=1.5)),
-    rollout_period_s=7 * _DAY_S,
-    rollout_phase=0.6,
-    diurnal_amplitude=0.25,
-    peak_hour_utc=10.0,
-    gap=_GAP,
-)
 
-PIPELINES: tuple[Pipeline, ...] = (FRAUD_SCORER, RECOMMENDER, CLINICAL_ALERTS)
+def _catalogue(path: Path) -> tuple[Pipeline, ...]:
+    """The demo pipelines of ``pipelines.toml`` (its comments say what each figure means)."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    gap = LatencyDist(**data["gap"])
+    return tuple(_pipeline(entry, gap) for entry in data["pipelines"])
+
+
+PIPELINES: tuple[Pipeline, ...] = _catalogue(_CATALOGUE)
+FRAUD_SCORER, RECOMMENDER, CLINICAL_ALERTS = PIPELINES
