@@ -30,7 +30,7 @@ def fingerprint(notice: Notice) -> str:
     return hashlib.sha256(notice.dedup_key.encode()).hexdigest()[:16]
 
 
-def labels(notice: Notice) -> dict[str, str]:
+def alert_labels(notice: Notice) -> dict[str, str]:
     found = {
         "alertname": ALERT_NAME,
         "severity": str(notice.severity),
@@ -44,7 +44,7 @@ def labels(notice: Notice) -> dict[str, str]:
     return {name: value for name, value in found.items() if value}
 
 
-def annotations(notice: Notice) -> dict[str, str]:
+def alert_annotations(notice: Notice) -> dict[str, str]:
     found = {"summary": marked_title(notice), "description": notice.summary}
     found.update(notice.figures)
     if notice.action is Action.ACKNOWLEDGE:
@@ -56,12 +56,12 @@ def annotations(notice: Notice) -> dict[str, str]:
 
 def document(notice: Notice) -> dict[str, object]:
     status = "resolved" if notice.action is Action.RESOLVE else "firing"
-    alert_labels = labels(notice)
-    alert_annotations = annotations(notice)
+    labels = alert_labels(notice)
+    annotations = alert_annotations(notice)
     alert = {
         "status": status,
-        "labels": alert_labels,
-        "annotations": alert_annotations,
+        "labels": labels,
+        "annotations": annotations,
         "startsAt": rfc3339(notice.started_at or notice.at),
         "endsAt": rfc3339(notice.at) if status == "resolved" else ZERO_TIME,
         "generatorURL": notice.url,
@@ -74,8 +74,8 @@ def document(notice: Notice) -> dict[str, object]:
         "status": status,
         "receiver": RECEIVER,
         "groupLabels": {"dedup_key": notice.dedup_key},
-        "commonLabels": alert_labels,
-        "commonAnnotations": alert_annotations,
+        "commonLabels": labels,
+        "commonAnnotations": annotations,
         "externalURL": notice.url,
         "alerts": [alert],
     }
