@@ -105,7 +105,7 @@ def _pinned_url(parts: SplitResult, address: IPAddress, port: int) -> str:
 def _excerpt(response: httpx.Response, deadline: float) -> str:
     """The start of the answer, on one line; reading stops at BODY_LIMIT or the deadline."""
     read = b""
-    for chunk in response.iter_bytes():
+    for chunk in response.iter_raw():
         read += chunk
         if len(read) >= BODY_LIMIT or time.monotonic() > deadline:
             break
@@ -127,7 +127,8 @@ def post(target: str, message: HttpMessage, timeout_s: float, now: dt.datetime) 
         if reason is not None:
             return Attempt(Verdict.FAILED, None, f"refused: {host} is {address}, {reason}")
     address = addresses[0]
-    headers = {"User-Agent": USER_AGENT, "Host": parts.netloc}
+    # identity: the answer is read raw, so no decoder can fail on it or inflate it.
+    headers = {"User-Agent": USER_AGENT, "Host": parts.netloc, "Accept-Encoding": "identity"}
     headers.update(message.headers)
     extensions = {}
     if parts.scheme == "https" and literal_address(host) is None:
@@ -152,8 +153,8 @@ def post(target: str, message: HttpMessage, timeout_s: float, now: dt.datetime) 
             )
     except httpx.TimeoutException:
         return Attempt(Verdict.RETRY, None, f"timed out after {_seconds(timeout_s)} s")
-    except httpx.TransportError as exc:
-        detail = f"could not reach {host}:{port}: {exc or type(exc).__name__}"
+    except httpx.RequestError as exc:
+        detail = f"could not reach {host}:{port}: {str(exc) or type(exc).__name__}"
         return Attempt(Verdict.RETRY, None, detail)
     elapsed = time.monotonic() - started
     detail = f"{response.status_code} {response.reason_phrase} after {elapsed:.2f} s"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 import socket
 import time
@@ -237,3 +238,27 @@ def test_an_unknown_kind_fails(receiver: Receiver) -> None:
 
     assert attempt == Attempt(Verdict.FAILED, None, "unknown channel kind 'carrier-pigeon'")
     assert receiver.requests == []
+
+
+def test_an_answer_with_a_broken_content_encoding_is_still_judged(receiver: Receiver) -> None:
+    receiver.answer(500, headers={"Content-Encoding": "gzip"}, body=b"not gzip at all")
+
+    attempt = send(receiver)
+
+    assert (attempt.verdict, attempt.status_code) == (Verdict.RETRY, 500)
+    assert attempt.detail.endswith(": not gzip at all")
+
+
+def test_the_secret_path_of_a_webhook_url_never_reaches_the_logs(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given a Slack-like URL whose path is the credential
+    caplog.set_level(logging.DEBUG)
+
+    # when a notice is delivered there
+    attempt = deliver("slack", f"{receiver.url}/T000/B000/s3cretpath", "", notice())
+
+    # then nothing logged shows the path
+    assert attempt.verdict is Verdict.DELIVERED
+    assert "notifications.attempt" in caplog.messages
+    assert "s3cretpath" not in caplog.text
