@@ -36,6 +36,8 @@ def _url_problem(target: str) -> str | None:
         return f"the URL is longer than {URL_LIMIT} characters"
     if any(character.isspace() or not character.isprintable() for character in target):
         return "the URL contains spaces or control characters"
+    if not target.isascii():
+        return "the URL must be ASCII: an xn-- host name, a percent-encoded path"
     try:
         parts = urlsplit(target)
         port = parts.port
