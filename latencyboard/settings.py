@@ -327,6 +327,25 @@ INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
 # each enforces a token's rate limit on its own, so each allows rate_limit / INGEST_HOSTS.
 INGEST_HOSTS = env_int("INGEST_HOSTS", 1, minimum=1, maximum=1000)
 
+# Alert e-mails (notification channels of kind "email"), sent through this SMTP server. With
+# DEBUG on and no EMAIL_HOST they are printed on the console instead, so `make run` shows them.
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG and not EMAIL_HOST
+    else "django.core.mail.backends.smtp.EmailBackend"
+)
+EMAIL_HOST = EMAIL_HOST or "localhost"
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other: set one")
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_SECONDS", 10, minimum=1, maximum=300)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "latencyboard@localhost")
+
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
     raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r} is not a log level (DEBUG…CRITICAL)")
@@ -338,4 +357,6 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    # httpx logs every request's URL at INFO: a Slack webhook URL is a secret.
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }

@@ -46,6 +46,8 @@ class Notice:
     at: dt.datetime
     figures: tuple[tuple[str, str], ...] = field(default=())
     actor: str = ""  # who acknowledged or resolved, when a person did
+    # When the alert first fired (Alertmanager's startsAt); None means ``at``, e.g. on trigger.
+    started_at: dt.datetime | None = None
 
 
 class Verdict(StrEnum):

@@ -64,3 +64,31 @@ def test_local_defaults_need_no_environment():
     result = _manage({"PATH": "/usr/bin:/bin"}, "check")
 
     assert result.returncode == 0, result.stderr
+
+
+def test_starttls_and_implicit_tls_for_alert_mail_exclude_each_other():
+    result = _manage({**PRODUCTION, "EMAIL_USE_TLS": "true", "EMAIL_USE_SSL": "true"}, "check")
+
+    assert result.returncode != 0
+    assert "EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "backend"),
+    [
+        ({"PATH": "/usr/bin:/bin"}, "django.core.mail.backends.console.EmailBackend"),
+        (
+            {"PATH": "/usr/bin:/bin", "EMAIL_HOST": "smtp.example.com"},
+            "django.core.mail.backends.smtp.EmailBackend",
+        ),
+        (PRODUCTION, "django.core.mail.backends.smtp.EmailBackend"),
+    ],
+    ids=["local", "local-with-smtp", "production"],
+)
+def test_alert_mail_is_printed_locally_until_an_smtp_server_is_set(env, backend):
+    code = "from django.conf import settings; print(settings.EMAIL_BACKEND)"
+
+    result = _manage(env, "shell", "--no-imports", "-c", code)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == backend

@@ -1,0 +1,171 @@
+"""One HTTP POST to a receiver, refusing addresses a notification must never reach.
+
+Pure of Django. The host is resolved once, every address it resolves to is vetted, and the
+request is sent to that vetted address (with the original Host header and TLS server name),
+so a DNS answer that changes between the check and the connection cannot redirect it.
+Loopback and private addresses stay allowed: tests and self-hosted receivers live there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import functools
+import ipaddress
+import socket
+import ssl
+import time
+from urllib.parse import SplitResult, urlsplit
+
+import httpx
+
+from latencyboard.notifications.message import HttpMessage
+from latencyboard.notifications.notice import Attempt, Verdict
+
+BODY_LIMIT = 4096  # a receiver's answer is read this far, for the delivery log
+EXCERPT_LIMIT = 200
+USER_AGENT = "latencyboard-notifications/1"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+# Cloud metadata services outside the link-local ranges (AWS over IPv6, Alibaba Cloud).
+METADATA_ADDRESSES = frozenset(
+    {ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")}
+)
+
+
+def refused_reason(address: IPAddress) -> str | None:
+    """Why a notification may not go to ``address``, or None when it may."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    if address in METADATA_ADDRESSES or address.is_link_local:
+        return "a link-local or cloud metadata address"
+    if address.is_loopback:  # before is_reserved, which holds all of ::/8, and so ::1
+        return None
+    if address.is_multicast or address.is_unspecified or address.is_reserved:
+        return "not a unicast host address"
+    return None
+
+
+def literal_address(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def retry_after_s(value: str | None, now: dt.datetime) -> float | None:
+    """A Retry-After header (delay in seconds, or an HTTP date) as seconds from ``now``."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def verdict_for(status_code: int) -> Verdict:
+    if 200 <= status_code < 300:
+        return Verdict.DELIVERED
+    if status_code == 429 or status_code >= 500:
+        return Verdict.RETRY
+    return Verdict.FAILED
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}" if value == int(value) else f"{value:.2f}"
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    # The CA bundle named by SSL_CERT_FILE / SSL_CERT_DIR (a company CA), else certifi's.
+    # The client itself ignores the environment: a proxy would defeat the address vetting.
+    return httpx.create_ssl_context(trust_env=True)
+
+
+def _resolve(host: str, port: int) -> list[IPAddress]:
+    literal = literal_address(host)
+    if literal is not None:
+        return [literal]
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+
+
+def _pinned_url(parts: SplitResult, address: IPAddress, port: int) -> str:
+    host = f"[{address}]" if address.version == 6 else str(address)
+    return parts._replace(netloc=f"{host}:{port}").geturl()
+
+
+def _excerpt(response: httpx.Response, deadline: float) -> str:
+    """The start of the answer, on one line; reading stops at BODY_LIMIT or the deadline."""
+    read = b""
+    for chunk in response.iter_raw():
+        read += chunk
+        if len(read) >= BODY_LIMIT or time.monotonic() > deadline:
+            break
+    text = " ".join(read[:BODY_LIMIT].decode("utf-8", "replace").split())
+    return text[:EXCERPT_LIMIT]
+
+
+def post(target: str, message: HttpMessage, timeout_s: float, now: dt.datetime) -> Attempt:
+    """POST ``message`` to ``target`` once (no retries: the outbox retries) and judge it."""
+    parts = urlsplit(target)
+    host = parts.hostname or ""
+    port = parts.port or DEFAULT_PORTS[parts.scheme]
+    try:
+        addresses = _resolve(host, port)
+    except (socket.gaierror, UnicodeError) as exc:
+        return Attempt(Verdict.RETRY, None, f"could not resolve {host}: {exc}")
+    for address in addresses:
+        reason = refused_reason(address)
+        if reason is not None:
+            return Attempt(Verdict.FAILED, None, f"refused: {host} is {address}, {reason}")
+    address = addresses[0]
+    # identity: the answer is read raw, so no decoder can fail on it or inflate it.
+    headers = {"User-Agent": USER_AGENT, "Host": parts.netloc, "Accept-Encoding": "identity"}
+    headers.update(message.headers)
+    extensions = {}
+    if parts.scheme == "https" and literal_address(host) is None:
+        extensions["sni_hostname"] = host
+    started = time.monotonic()
+    try:
+        with (
+            httpx.Client(
+                timeout=timeout_s, verify=_tls_context(), trust_env=False, follow_redirects=False
+            ) as client,
+            client.stream(
+                "POST",
+                _pinned_url(parts, address, port),
+                headers=headers,
+                content=message.body,
+                extensions=extensions,
+            ) as response,
+        ):
+            verdict = verdict_for(response.status_code)
+            excerpt = (
+                "" if verdict is Verdict.DELIVERED else _excerpt(response, started + timeout_s)
+            )
+    except httpx.TimeoutException:
+        return Attempt(Verdict.RETRY, None, f"timed out after {_seconds(timeout_s)} s")
+    except httpx.RequestError as exc:
+        detail = f"could not reach {host}:{port}: {str(exc) or type(exc).__name__}"
+        return Attempt(Verdict.RETRY, None, detail)
+    elapsed = time.monotonic() - started
+    detail = f"{response.status_code} {response.reason_phrase} after {elapsed:.2f} s"
+    if 300 <= response.status_code < 400:
+        location = response.headers.get("Location", "")
+        detail += f"; redirects are not followed (Location: {location})"
+    elif excerpt:
+        detail += f": {excerpt}"
+    retry_after = (
+        retry_after_s(response.headers.get("Retry-After"), now)
+        if verdict is Verdict.RETRY
+        else None
+    )
+    return Attempt(verdict, response.status_code, detail, retry_after)

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import pytest
+
+from latencyboard.notifications.delivery import mask, validate_target
+
+
+@pytest.mark.parametrize(
+    ("kind", "target"),
+    [
+        ("webhook", "https://hooks.example.org/latencyboard"),
+        ("webhook", "http://127.0.0.1:8123/hook"),
+        ("slack", "https://hooks.slack.com/services/T000/B000/XXXX"),
+        ("pagerduty", "https://events.pagerduty.com/v2/enqueue"),
+        ("alertmanager", "http://[::1]:9093/api/v2/alerts"),
+        ("email", "oncall@example.org"),
+        ("email", "oncall@example.org, lead@example.org"),
+    ],
+)
+def test_a_good_target_passes(kind: str, target: str) -> None:
+    assert validate_target(kind, target) is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "target", "error"),
+    [
+        ("webhook", "", "the target must be an http:// or https:// URL"),
+        ("webhook", "javascript:alert(1)", "the target must be an http:// or https:// URL"),
+        ("webhook", "https://", "the URL has no host"),
+        (
+            "webhook",
+            "https://hooks.example.org/a b",
+            "the URL contains spaces or control characters",
+        ),
+        (
+            "webhook",
+            "https://bücher.example/hook",
+            "the URL must be ASCII: an xn-- host name, a percent-encoded path",
+        ),
+        ("webhook", "http://[::1/hook", "not a valid URL"),
+        ("webhook", "http://example.org:99999/", "not a valid URL"),
+        ("webhook", "http://example.org:0/", "the URL's port must be from 1 to 65535"),
+        (
+            "webhook",
+            "https://user:pw@hooks.example.org/",
+            "the URL must not hold a user name or password: put credentials in the secret",
+        ),
+        (
+            "slack",
+            "http://169.254.169.254/latest/meta-data/",
+            "169.254.169.254 is a link-local or cloud metadata address: "
+            "notifications may not go there",
+        ),
+        ("webhook", "https://example.org/" + "a" * 2048, "the URL is longer than 2048 characters"),
+        ("email", " , ", "give at least one e-mail address"),
+        ("email", "oncall@example.org, nobody", "'nobody' is not an e-mail address"),
+        (
+            "email",
+            ",".join(f"p{index}@example.org" for index in range(51)),
+            "at most 50 e-mail addresses",
+        ),
+        ("sms", "+15550100", "unknown channel kind 'sms'"),
+    ],
+    ids=[
+        "empty",
+        "javascript",
+        "no-host",
+        "space",
+        "not-ascii",
+        "broken-ipv6",
+        "port-too-big",
+        "port-zero",
+        "credentials",
+        "metadata",
+        "too-long",
+        "no-recipient",
+        "bad-recipient",
+        "too-many-recipients",
+        "unknown-kind",
+    ],
+)
+def test_a_bad_target_is_explained(kind: str, target: str, error: str) -> None:
+    assert validate_target(kind, target) == error
+
+
+@pytest.mark.parametrize(
+    ("secret", "shown"),
+    [
+        ("", ""),
+        ("short", "…"),
+        ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_…LaSw"),
+        ("R0123456789ABCDEF0123456789ABCDE", "…BCDE"),
+        ("https://hooks.slack.com/services/T000/B000/XXXXabcd", "https://hooks.slack.com/…abcd"),
+    ],
+    ids=["empty", "short", "webhook", "routing-key", "slack-url"],
+)
+def test_a_secret_is_shown_back_masked(secret: str, shown: str) -> None:
+    assert mask(secret) == shown
