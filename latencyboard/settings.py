@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "latencyboard.dashboards",
     "latencyboard.local",
     "latencyboard.apitokens",
+    "latencyboard.alerts",
     "ingest",
 ]
 
