@@ -102,23 +102,38 @@ def _not_open(alert: Alert, wanted: str) -> Response:
 
 
 class _AdminWrites:
-    """Members read; writes need the admin role in a team (else 403), and reach only the
-    teams the user administers."""
+    """Members read; writes need the admin role in the object's team, or in any team to
+    create (else 403, checked before the input is), and reach only the teams the user
+    administers."""
 
     request: Request
-    action: str | None
+
+    def team_of(self, instance: Any) -> int:
+        raise NotImplementedError
 
     def get_serializer_context(self) -> dict[str, Any]:
         context: dict[str, Any] = super().get_serializer_context()  # type: ignore[misc]
         context["admin_teams"] = queries.admin_teams(self.request.user)
         return context
 
-    def check_writable(self, team_id: int | None = None) -> None:
+    def _check_writable(self, team_id: int | None = None) -> None:
         teams = queries.admin_teams(self.request.user)
         if team_id is not None:
             teams = teams.filter(pk=team_id)
         if not teams.exists():
             raise PermissionDenied("Only team admins change alert rules and channels.")
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self._check_writable()
+        return super().create(request, *args, **kwargs)  # type: ignore[misc,no-any-return]
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self._check_writable(self.team_of(self.get_object()))  # type: ignore[attr-defined]
+        return super().update(request, *args, **kwargs)  # type: ignore[misc,no-any-return]
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self._check_writable(self.team_of(self.get_object()))  # type: ignore[attr-defined]
+        return super().destroy(request, *args, **kwargs)  # type: ignore[misc,no-any-return]
 
 
 @extend_schema(tags=["alerts"])
@@ -137,18 +152,8 @@ class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
     def get_queryset(self) -> QuerySet[Rule]:
         return queries.rules_of(self.request.user)
 
-    def perform_create(self, serializer: BaseSerializer[Rule]) -> None:
-        self.check_writable()
-        serializer.save()
-
-    def perform_update(self, serializer: BaseSerializer[Rule]) -> None:
-        assert serializer.instance is not None
-        self.check_writable(serializer.instance.pipeline.team_id)
-        serializer.save()
-
-    def perform_destroy(self, instance: Rule) -> None:
-        self.check_writable(instance.pipeline.team_id)
-        instance.delete()
+    def team_of(self, instance: Rule) -> int:
+        return instance.pipeline.team_id
 
 
 @extend_schema(tags=["alerts"])
@@ -167,15 +172,5 @@ class ChannelViewSet(_AdminWrites, viewsets.ModelViewSet[Channel]):
     def get_queryset(self) -> QuerySet[Channel]:
         return queries.channels_of(self.request.user)
 
-    def perform_create(self, serializer: BaseSerializer[Channel]) -> None:
-        self.check_writable()
-        serializer.save()
-
-    def perform_update(self, serializer: BaseSerializer[Channel]) -> None:
-        assert serializer.instance is not None
-        self.check_writable(serializer.instance.team_id)
-        serializer.save()
-
-    def perform_destroy(self, instance: Channel) -> None:
-        self.check_writable(instance.team_id)
-        instance.delete()
+    def team_of(self, instance: Channel) -> int:
+        return instance.team_id
