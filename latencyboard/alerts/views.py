@@ -69,6 +69,8 @@ def _chart(alert: Alert) -> dict[str, Any]:
         "stage": alert.stage_name,
         "baseline": found["baseline"],
         "current": found["current"],
+        # p99 → 1: the share of values above the baseline quantile when nothing changed.
+        "expected_percent": f"{100.0 - float(found['quantile'][1:]):g}",
     }
 
 
