@@ -17,7 +17,7 @@ from latencyboard.alerts.models import (
 )
 
 
-class ChannelAdminForm(forms.ModelForm):  # type: ignore[type-arg]
+class ChannelAdminForm(forms.ModelForm):
     # Never rendered back: left empty, the stored secret is kept.
     secret = forms.CharField(
         required=False, widget=forms.PasswordInput(render_value=False), strip=True

@@ -106,18 +106,16 @@ class _AdminWrites:
     create (else 403, checked before the input is), and reach only the teams the user
     administers."""
 
-    request: Request
-
     def team_of(self, instance: Any) -> int:
         raise NotImplementedError
 
     def get_serializer_context(self) -> dict[str, Any]:
         context: dict[str, Any] = super().get_serializer_context()  # type: ignore[misc]
-        context["admin_teams"] = queries.admin_teams(self.request.user)
+        context["admin_teams"] = queries.admin_teams(self.request.user)  # type: ignore[attr-defined]
         return context
 
     def _check_writable(self, team_id: int | None = None) -> None:
-        teams = queries.admin_teams(self.request.user)
+        teams = queries.admin_teams(self.request.user)  # type: ignore[attr-defined]
         if team_id is not None:
             teams = teams.filter(pk=team_id)
         if not teams.exists():
@@ -125,15 +123,15 @@ class _AdminWrites:
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         self._check_writable()
-        return super().create(request, *args, **kwargs)  # type: ignore[misc,no-any-return]
+        return super().create(request, *args, **kwargs)  # type: ignore[misc]
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         self._check_writable(self.team_of(self.get_object()))  # type: ignore[attr-defined]
-        return super().update(request, *args, **kwargs)  # type: ignore[misc,no-any-return]
+        return super().update(request, *args, **kwargs)  # type: ignore[misc]
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         self._check_writable(self.team_of(self.get_object()))  # type: ignore[attr-defined]
-        return super().destroy(request, *args, **kwargs)  # type: ignore[misc,no-any-return]
+        return super().destroy(request, *args, **kwargs)  # type: ignore[misc]
 
 
 @extend_schema(tags=["alerts"])

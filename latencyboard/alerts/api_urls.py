@@ -4,12 +4,8 @@ from django.urls import path
 
 from latencyboard.alerts.api import AlertViewSet, ChannelViewSet, RuleViewSet
 
-_LIST = {"get": "list"}
-_LIST_CREATE = {"get": "list", "post": "create"}
-_DETAIL = {"get": "retrieve", "put": "update", "patch": "partial_update", "delete": "destroy"}
-
 urlpatterns = [
-    path("alerts/", AlertViewSet.as_view(_LIST), name="api-alerts"),
+    path("alerts/", AlertViewSet.as_view({"get": "list"}), name="api-alerts"),
     path("alerts/<int:alert_id>/", AlertViewSet.as_view({"get": "retrieve"}), name="api-alert"),
     path("alerts/<int:alert_id>/ack/", AlertViewSet.as_view({"post": "ack"}), name="api-alert-ack"),
     path(
@@ -17,12 +13,28 @@ urlpatterns = [
         AlertViewSet.as_view({"post": "resolve"}),
         name="api-alert-resolve",
     ),
-    path("alert-rules/", RuleViewSet.as_view(_LIST_CREATE), name="api-alert-rules"),
-    path("alert-rules/<int:rule_id>/", RuleViewSet.as_view(_DETAIL), name="api-alert-rule"),
-    path("alert-channels/", ChannelViewSet.as_view(_LIST_CREATE), name="api-alert-channels"),
+    path(
+        "alert-rules/",
+        RuleViewSet.as_view({"get": "list", "post": "create"}),
+        name="api-alert-rules",
+    ),
+    path(
+        "alert-rules/<int:rule_id>/",
+        RuleViewSet.as_view(
+            {"get": "retrieve", "put": "update", "patch": "partial_update", "delete": "destroy"}
+        ),
+        name="api-alert-rule",
+    ),
+    path(
+        "alert-channels/",
+        ChannelViewSet.as_view({"get": "list", "post": "create"}),
+        name="api-alert-channels",
+    ),
     path(
         "alert-channels/<int:channel_id>/",
-        ChannelViewSet.as_view(_DETAIL),
+        ChannelViewSet.as_view(
+            {"get": "retrieve", "put": "update", "patch": "partial_update", "delete": "destroy"}
+        ),
         name="api-alert-channel",
     ),
 ]

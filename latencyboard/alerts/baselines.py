@@ -45,7 +45,7 @@ def compute_pipeline_baselines(pipeline: Pipeline, now: dt.datetime) -> int:
         for stage_id, sketch in sketches.items():
             Baseline.objects.update_or_create(
                 pipeline=pipeline,
-                stage_id=stage_id,
+                stage_id=stage_id,  # type: ignore[misc]  # None: end to end, as stored
                 defaults={
                     "window_start": start,
                     "window_end": end,

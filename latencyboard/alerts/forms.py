@@ -21,7 +21,7 @@ class ResolveForm(forms.Form):
     note = forms.CharField(max_length=400, required=False)
 
 
-class ChannelForm(forms.ModelForm):  # type: ignore[type-arg]
+class ChannelForm(forms.ModelForm):
     """The secret is never rendered back; left empty on an edit, the stored one stays."""
 
     secret = forms.CharField(
@@ -44,7 +44,7 @@ class ChannelForm(forms.ModelForm):  # type: ignore[type-arg]
         return given or (self.instance.secret if self.instance.pk else "")
 
 
-class RuleForm(forms.ModelForm):  # type: ignore[type-arg]
+class RuleForm(forms.ModelForm):
     class Meta:
         model = Rule
         fields = [

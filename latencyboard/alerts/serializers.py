@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from rest_framework import serializers
 
 from latencyboard.alerts.models import Alert, AlertEvent, Channel, Delivery, Rule
@@ -9,7 +10,7 @@ from latencyboard.pipelines.models import Pipeline, Stage
 
 
 class AlertEventSerializer(serializers.ModelSerializer[AlertEvent]):
-    who = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    who = serializers.SlugRelatedField[User](slug_field="username", read_only=True)
 
     class Meta:
         model = AlertEvent
@@ -82,7 +83,7 @@ class ChannelSerializer(serializers.ModelSerializer[Channel]):
     def get_fields(self) -> dict[str, Any]:
         # Teams the user does not administer answer as if they did not exist.
         fields = super().get_fields()
-        fields["team"].queryset = self.context["admin_teams"]
+        fields["team"].queryset = self.context["admin_teams"]  # type: ignore[attr-defined]
         return fields
 
     def update(self, instance: Channel, validated_data: dict[str, Any]) -> Channel:
@@ -120,13 +121,18 @@ class RuleSerializer(serializers.ModelSerializer[Rule]):
         # they did not exist.
         fields = super().get_fields()
         teams = self.context["admin_teams"]
-        fields["pipeline"].queryset = Pipeline.objects.filter(team__in=teams)
-        fields["stages"].child_relation.queryset = Stage.objects.filter(pipeline__team__in=teams)
-        fields["channels"].child_relation.queryset = Channel.objects.filter(team__in=teams)
+        stages, channels = fields["stages"], fields["channels"]
+        fields["pipeline"].queryset = Pipeline.objects.filter(team__in=teams)  # type: ignore[attr-defined]
+        stages.child_relation.queryset = Stage.objects.filter(pipeline__team__in=teams)  # type: ignore[attr-defined]
+        channels.child_relation.queryset = Channel.objects.filter(team__in=teams)  # type: ignore[attr-defined]
         return fields
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        pipeline = attrs.get("pipeline") or (self.instance.pipeline if self.instance else None)
+        pipeline: Pipeline | None = attrs.get("pipeline") or (
+            self.instance.pipeline if self.instance else None
+        )
+        if pipeline is None:
+            raise serializers.ValidationError({"pipeline": "This field is required."})
         stages: list[Stage] = attrs.get("stages", [])
         if any(stage.pipeline_id != pipeline.pk for stage in stages):
             raise serializers.ValidationError({"stages": "Stages of another pipeline."})

@@ -40,7 +40,7 @@ def test_oncall_sees_the_firing_alert_with_its_evidence_and_acknowledges_it(
 ):
     alert = fired()
     user = make_user(alert.pipeline.team, Role.ONCALL, password=PASSWORD)
-    log_in(page, live_web, user.username)
+    log_in(page, live_web, user.get_username())
 
     page.goto(f"{live_web.url}/alerts/")
     page.click(f"#open-alerts tr[data-alert-id='{alert.pk}'] a")
@@ -54,14 +54,14 @@ def test_oncall_sees_the_firing_alert_with_its_evidence_and_acknowledges_it(
     assert page.inner_text("#current-figure") == f"{found['current']['estimate']:.1f} ms"
     page.click("#ack-button")
     page.wait_for_selector("#alert-status:text('Acknowledged')")
-    assert user.username in page.inner_text("#history")
+    assert user.get_username() in page.inner_text("#history")
     assert page.locator("#ack-button").count() == 0
 
 
 def test_a_viewer_reads_the_alert_but_cannot_acknowledge_it(page: Any, live_web: LiveWeb):
     alert = fired()
     viewer = make_user(alert.pipeline.team, Role.VIEWER, password=PASSWORD)
-    log_in(page, live_web, viewer.username)
+    log_in(page, live_web, viewer.get_username())
 
     page.goto(f"{live_web.url}/alerts/{alert.pk}/")
     csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
@@ -81,7 +81,7 @@ def test_a_viewer_reads_the_alert_but_cannot_acknowledge_it(page: Any, live_web:
 def test_an_outsider_sees_no_alert_of_another_team(page: Any, live_web: LiveWeb):
     alert = fired()
     outsider = make_user(make_team("elsewhere"), Role.ADMIN, password=PASSWORD)
-    log_in(page, live_web, outsider.username)
+    log_in(page, live_web, outsider.get_username())
 
     link = page.goto(f"{live_web.url}/alerts/{alert.pk}/")
     api = page.request.get(f"{live_web.url}/api/alerts/")

@@ -61,7 +61,7 @@ def test_responders_acknowledge_and_the_receivers_are_told(client, role):
 
     assert answer.status_code == 200
     assert answer.json()["status"] == "acknowledged"
-    event = alert.events.last()
+    event = alert.events.get(to_status="acknowledged")
     assert (event.from_status, event.to_status, event.who) == ("firing", "acknowledged", user)
     assert event.deliveries.count() == 1
 
@@ -144,7 +144,7 @@ def test_resolving_by_hand_records_who_and_the_note(client):
     assert answer.status_code == 200
     assert [(e["to_status"], e["who"], e["note"]) for e in answer.json()["events"]] == [
         ("firing", None, ""),
-        ("resolved", user.username, "rolled back v8"),
+        ("resolved", user.get_username(), "rolled back v8"),
     ]
 
 

@@ -36,7 +36,7 @@ def forward_median_ms(incident: Incident | None) -> float:
     )
     provider.shutdown()
     forward = [
-        (span.end_time - span.start_time) / 1e6
+        (span.end_time or 0) - (span.start_time or 0)
         for span in exporter.get_finished_spans()
         if span.name == "model_forward"
     ]
@@ -90,6 +90,7 @@ def test_the_command_writes_the_incident_adds_a_rule_and_computes_baselines(sett
     call_command("demo_incident", "fraud-scorer", "model_forward", "--factor", "1.5")
 
     written = IncidentFile(incident_path(tmp_path)).current()
+    assert written is not None
     assert (written.pipeline, written.stage, written.factor) == (
         "fraud-scorer",
         "model_forward",
