@@ -72,9 +72,12 @@ BASELINE_AT = NOW - dt.timedelta(hours=1)
 """When the tests' baselines are computed: from whole hours before NOW's last hour."""
 
 
-def put_history(scene: Scene, hours: int = 24, per_hour: int = 2000) -> None:
-    """``hours`` hourly rollups ending an hour before NOW's hour, ``per_hour`` values each."""
-    top = NOW.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=1)
+def put_history(
+    scene: Scene, hours: int = 24, per_hour: int = 2000, now: dt.datetime = NOW
+) -> None:
+    """``hours`` hourly rollups ending an hour before ``now``'s hour, ``per_hour`` values
+    each."""
+    top = now.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=1)
     for hour in range(1, hours + 1):
         put_rollup(scene, "hour", top - hour * dt.timedelta(hours=1), latencies(per_hour, hour))
 
