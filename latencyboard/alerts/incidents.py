@@ -12,6 +12,10 @@ from latencyboard.demo import incident as demo_incident
 from latencyboard.demo.profiles import PIPELINES
 from latencyboard.pipelines.models import Pipeline
 
+# The demo's stages take a few ms (model_forward's p90 is about 9 ms), so the default floor
+# of +5 ms would hide a +50% slowdown; the relative floor (+20%) still applies.
+DEMO_MIN_EFFECT_MS = 1.0
+
 
 @dataclass(frozen=True)
 class StartedIncident:
@@ -46,7 +50,11 @@ def start_incident(
         raise ValueError(f"Team {team_slug!r} has no pipeline {pipeline_name!r}: is `make run` up?")
     rule = pipeline.alert_rules.filter(enabled=True, regression=True).first()
     if rule is None:
-        rule = Rule.objects.create(pipeline=pipeline, name=f"{pipeline_name} tail regression")
+        rule = Rule.objects.create(
+            pipeline=pipeline,
+            name=f"{pipeline_name} tail regression",
+            min_effect_ms=DEMO_MIN_EFFECT_MS,
+        )
     compute_pipeline_baselines(pipeline, now)
     until = now + duration
     demo_incident.write(

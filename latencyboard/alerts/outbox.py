@@ -92,7 +92,6 @@ def send_due(
     """Send up to ``limit`` due deliveries, one transaction each (its row locked, so no two
     workers send it); returns how many were attempted. ``deliver`` defaults to the
     notifications transport."""
-    send = deliver or import_string(DELIVER_PATH)
     schedule = schedule or Schedule(max_attempts=settings.ALERT_DELIVERY_MAX_ATTEMPTS)
     attempted = 0
     while attempted < limit:
@@ -109,6 +108,8 @@ def send_due(
             )
             if delivery is None:
                 break
+            # Imported once something is due: an empty outbox needs no transport.
+            send = deliver or import_string(DELIVER_PATH)
             _attempt(delivery, send, schedule, now)
         attempted += 1
     return attempted

@@ -97,7 +97,9 @@ def test_the_command_writes_the_incident_adds_a_rule_and_computes_baselines(sett
         1.5,
     )
     assert written.until_unix_s == pytest.approx(dt.datetime.now(dt.UTC).timestamp() + 1200, abs=5)
-    assert list(Rule.objects.values_list("pipeline", "regression")) == [(pipeline.pk, True)]
+    assert list(Rule.objects.values_list("pipeline", "regression", "min_effect_ms")) == [
+        (pipeline.pk, True, 1.0)
+    ]
     assert Baseline.objects.get(stage=stage).n == 500
 
 

@@ -170,3 +170,11 @@ def test_a_firing_alert_reaches_a_webhook_on_loopback_through_the_real_transport
     assert (delivery.status, delivery.attempts) == ("delivered", 1)
     assert len(Receiver.bodies) == 1
     assert "k-1" in json.dumps(json.loads(Receiver.bodies[0]))
+
+
+def test_an_empty_outbox_sends_nothing_and_needs_no_transport():
+    make_scene()
+
+    sent = send_due(Clock(NOW))
+
+    assert sent == 0
