@@ -15,4 +15,5 @@ urlpatterns = [
     path("", include("latencyboard.sla.urls")),
     path("", include("latencyboard.traces.api_urls")),
     path("", include("latencyboard.compare.api_urls")),
+    path("", include("latencyboard.alerts.api_urls")),
 ]

@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "latencyboard.dashboards",
     "latencyboard.local",
     "latencyboard.apitokens",
+    "latencyboard.alerts",
     "ingest",
 ]
 
@@ -243,6 +244,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     # Redoc from the installed sidecar package: the docs work offline and load nothing external.
     "REDOC_DIST": "SIDECAR",
+    # Alerts and their deliveries both have a "status": name the two choice sets apart.
+    "ENUM_NAME_OVERRIDES": {
+        "AlertStatusEnum": "latencyboard.alerts.models.AlertStatus",
+        "DeliveryStatusEnum": "latencyboard.alerts.models.DeliveryStatus",
+    },
 }
 
 CHANNEL_LAYERS = redis_channel_layers(REDIS_URL)
@@ -279,7 +285,32 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 50},
     },
+    "alerts.compute-baselines": {
+        "task": "alerts.compute_baselines",
+        "schedule": 3600.0,
+        "options": {"expires": 3000},
+    },
+    "alerts.evaluate": {"task": "alerts.evaluate", "schedule": 60.0, "options": {"expires": 50}},
+    # Transitions enqueue their own send after commit; this picks up retries as they fall due.
+    "alerts.send-deliveries": {
+        "task": "alerts.send_deliveries",
+        "schedule": 10.0,
+        "options": {"expires": 9},
+    },
 }
+
+# ----- Alerts ------------------------------------------------------------------------------------
+# Baselines merge this many trailing days of hourly rollups; below the minimum count a stage's
+# baseline is "not ready" and raises no regression alert (100 values above its p99).
+ALERT_BASELINE_DAYS = env_int("ALERT_BASELINE_DAYS", 7, minimum=1, maximum=90)
+ALERT_BASELINE_MIN_COUNT = env_int("ALERT_BASELINE_MIN_COUNT", 10_000, minimum=100)
+# An open alert resolves after this many clean evaluations (minutes) in a row.
+ALERT_CLEAN_EVALUATIONS = env_int("ALERT_CLEAN_EVALUATIONS", 5, minimum=1, maximum=1440)
+# Notification attempts per delivery (429, 5xx and timeouts are retried with backoff).
+ALERT_DELIVERY_MAX_ATTEMPTS = env_int("ALERT_DELIVERY_MAX_ATTEMPTS", 8, minimum=1, maximum=50)
+ALERT_DELIVERY_TIMEOUT_SECONDS = env_int("ALERT_DELIVERY_TIMEOUT_SECONDS", 10, minimum=1)
+# Where people open this site: links in notifications start with it.
+PUBLIC_URL = env_str("PUBLIC_URL", "http://localhost:8000")
 
 RETENTION_DAYS = env_int("RETENTION_DAYS", 30, minimum=1)
 PARTITIONS_AHEAD_DAYS = env_int("PARTITIONS_AHEAD_DAYS", 3, minimum=1, maximum=60)

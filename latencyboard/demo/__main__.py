@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from latencyboard.demo.incident import IncidentFile, incident_path
 from latencyboard.demo.profiles import PIPELINES
 from latencyboard.demo.service import (
     make_exporter,
@@ -30,6 +33,8 @@ from latencyboard.demo.service import (
 )
 
 logger = logging.getLogger("latencyboard.demo")
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 DEFAULT_RATE = sum(pipeline.requests_per_s for pipeline in PIPELINES)
 # A reachable endpoint takes the final flush in milliseconds; an unreachable one would keep the
@@ -93,7 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         (pipeline, provider.get_tracer("latencyboard.demo"))
         for pipeline, provider in zip(PIPELINES, providers, strict=True)
     ]
-    sent = run_traffic(services, args.rate, stop, duration_s=args.duration)
+    # The var folder `make run` gives every process; `manage.py demo_incident` writes there.
+    var_dir = os.environ.get("LATENCYBOARD_VAR_DIR", str(BASE_DIR / "var"))
+    incidents = IncidentFile(incident_path(var_dir))
+    sent = run_traffic(
+        services, args.rate, stop, duration_s=args.duration, incident=incidents.current
+    )
 
     if not _shutdown(providers, SHUTDOWN_TIMEOUT_S):
         logger.warning(

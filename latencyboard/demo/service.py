@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from opentelemetry import trace
@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
+from latencyboard.demo.incident import Incident
 from latencyboard.demo.profiles import (
     ENVIRONMENT,
     FORWARD_INDEX,
@@ -149,6 +150,14 @@ def emit_request(
     root.end(end_time=t + gap_ns[-1])
 
 
+def slow_down(pipeline: Pipeline, batch: RequestBatch, incident: Incident) -> None:
+    """Scale the incident's stage durations in ``batch`` (in place) by its factor."""
+    for s, stage in enumerate(pipeline.stages):
+        if stage.name == incident.stage:
+            column = batch.stage_ns[:, s]
+            column[:] = np.rint(column * incident.factor).astype(np.int64)
+
+
 def run_traffic(
     services: Sequence[tuple[Pipeline, Tracer]],
     total_rate: float,
@@ -157,12 +166,14 @@ def run_traffic(
     rng: np.random.Generator | None = None,
     tick_s: float = 0.1,
     log_every_s: float = 10.0,
+    incident: Callable[[], Incident | None] | None = None,
 ) -> int:
     """Send Poisson traffic to ``services`` until ``stop`` is set or ``duration_s`` has passed.
 
     ``total_rate`` (requests/s) is split between the pipelines in proportion to their
-    ``requests_per_s``. Requests still in flight at the end are dropped, as their spans would end
-    in the future. Returns the number of requests sent.
+    ``requests_per_s``. ``incident``, asked once a tick, may slow one stage of one pipeline
+    (see :mod:`latencyboard.demo.incident`). Requests still in flight at the end are dropped,
+    as their spans would end in the future. Returns the number of requests sent.
     """
     rng = rng if rng is not None else np.random.default_rng()
     weights = np.array([pipeline.requests_per_s for pipeline, _ in services])
@@ -187,6 +198,7 @@ def run_traffic(
         mono = time.monotonic_ns()
         now_ns = wall0 + (mono - mono0)
 
+        injected = incident() if incident is not None else None
         # Arrivals of the interval that just elapsed: a Poisson count, uniformly spread.
         for k, (pipeline, _) in enumerate(services):
             n = int(rng.poisson(rates[k] * (now_ns - last_ns) / 1e9))
@@ -195,6 +207,8 @@ def run_traffic(
             starts = rng.integers(last_ns, now_ns, size=n)
             share = float(candidate_share_at(pipeline, now_ns / 1e9))
             batch = sample_requests(pipeline, n, rng, candidate_share=share)
+            if injected is not None and injected.active(pipeline.name, now_ns / 1e9):
+                slow_down(pipeline, batch, injected)
             ends = starts + batch.root_ns
             for row, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
                 heapq.heappush(in_flight, (end, next(tie_breaker), k, batch, row, start))

@@ -1,0 +1,174 @@
+"""REST API of alerts (list, read, acknowledge, resolve), rules and channels.
+
+Alerts, rules and channels of teams the user is not in do not exist here (404). Members
+read; on-call and admins acknowledge and resolve (403 for others); team admins write rules
+and channels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
+
+from latencyboard.alerts import queries, services
+from latencyboard.alerts.models import OPEN_STATUSES, Alert, AlertStatus, Channel, Rule
+from latencyboard.alerts.serializers import (
+    AlertDetailSerializer,
+    AlertSerializer,
+    ChannelSerializer,
+    ResolveSerializer,
+    RuleSerializer,
+)
+
+STATUS_FILTERS = {
+    "open": OPEN_STATUSES,
+    **{value: (value,) for value in AlertStatus.values},
+}
+
+
+@extend_schema(tags=["alerts"])
+@extend_schema_view(
+    list=extend_schema(
+        summary="Alerts of my teams' pipelines, newest first",
+        parameters=[
+            OpenApiParameter(
+                "status", OpenApiTypes.STR, enum=sorted(STATUS_FILTERS), description="Filter."
+            )
+        ],
+    ),
+    retrieve=extend_schema(summary="One alert with its evidence, history and deliveries"),
+)
+class AlertViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Alert]
+):
+    lookup_url_kwarg = "alert_id"
+
+    def get_queryset(self) -> QuerySet[Alert]:
+        alerts = queries.alerts_of(self.request.user)
+        wanted = self.request.query_params.get("status")
+        if self.action == "list" and wanted:
+            if wanted not in STATUS_FILTERS:
+                raise ValidationError({"status": f"One of {', '.join(sorted(STATUS_FILTERS))}."})
+            alerts = alerts.filter(status__in=STATUS_FILTERS[wanted])
+        return alerts
+
+    def get_serializer_class(self) -> type[BaseSerializer[Alert]]:
+        return AlertDetailSerializer if self.action != "list" else AlertSerializer
+
+    @extend_schema(
+        summary="Acknowledge a firing alert (on-call and admins)",
+        request=None,
+        responses={200: AlertDetailSerializer, 409: OpenApiTypes.OBJECT},
+    )
+    @action(detail=True, methods=["post"])
+    def ack(self, request: Request, alert_id: str | None = None) -> Response:
+        alert = self.get_object()
+        if not services.acknowledge(alert, request.user, timezone.now()):
+            return _not_open(alert, "firing")
+        return Response(AlertDetailSerializer(alert).data)
+
+    @extend_schema(
+        summary="Resolve an open alert by hand (on-call and admins)",
+        request=ResolveSerializer,
+        responses={200: AlertDetailSerializer, 409: OpenApiTypes.OBJECT},
+    )
+    @action(detail=True, methods=["post"])
+    def resolve(self, request: Request, alert_id: str | None = None) -> Response:
+        alert = self.get_object()
+        given = ResolveSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        if not services.resolve(alert, request.user, timezone.now(), given.validated_data["note"]):
+            return _not_open(alert, "open")
+        return Response(AlertDetailSerializer(alert).data)
+
+
+def _not_open(alert: Alert, wanted: str) -> Response:
+    alert.refresh_from_db(fields=["status"])
+    return Response(
+        {"detail": f"The alert is {alert.status}, not {wanted}.", "status": alert.status},
+        status=status.HTTP_409_CONFLICT,
+    )
+
+
+class _AdminWrites:
+    """Members read; writes need the admin role in the object's team, or in any team to
+    create (else 403, checked before the input is), and reach only the teams the user
+    administers."""
+
+    def team_of(self, instance: Any) -> int:
+        raise NotImplementedError
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context: dict[str, Any] = super().get_serializer_context()  # type: ignore[misc]
+        context["admin_teams"] = queries.admin_teams(self.request.user)  # type: ignore[attr-defined]
+        return context
+
+    def _check_writable(self, team_id: int | None = None) -> None:
+        teams = queries.admin_teams(self.request.user)  # type: ignore[attr-defined]
+        if team_id is not None:
+            teams = teams.filter(pk=team_id)
+        if not teams.exists():
+            raise PermissionDenied("Only team admins change alert rules and channels.")
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self._check_writable()
+        return super().create(request, *args, **kwargs)  # type: ignore[misc]
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self._check_writable(self.team_of(self.get_object()))  # type: ignore[attr-defined]
+        return super().update(request, *args, **kwargs)  # type: ignore[misc]
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self._check_writable(self.team_of(self.get_object()))  # type: ignore[attr-defined]
+        return super().destroy(request, *args, **kwargs)  # type: ignore[misc]
+
+
+@extend_schema(tags=["alerts"])
+@extend_schema_view(
+    list=extend_schema(summary="Alert rules of my teams' pipelines"),
+    retrieve=extend_schema(summary="One alert rule"),
+    create=extend_schema(summary="Create an alert rule (team admins)"),
+    update=extend_schema(summary="Replace an alert rule (team admins)"),
+    partial_update=extend_schema(summary="Change an alert rule (team admins)"),
+    destroy=extend_schema(summary="Delete an alert rule and its alerts (team admins)"),
+)
+class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
+    serializer_class = RuleSerializer
+    lookup_url_kwarg = "rule_id"
+
+    def get_queryset(self) -> QuerySet[Rule]:
+        return queries.rules_of(self.request.user)
+
+    def team_of(self, instance: Rule) -> int:
+        return instance.pipeline.team_id
+
+
+@extend_schema(tags=["alerts"])
+@extend_schema_view(
+    list=extend_schema(summary="Notification channels of my teams (secrets never shown)"),
+    retrieve=extend_schema(summary="One notification channel"),
+    create=extend_schema(summary="Create a notification channel (team admins)"),
+    update=extend_schema(summary="Replace a notification channel (team admins)"),
+    partial_update=extend_schema(summary="Change a notification channel (team admins)"),
+    destroy=extend_schema(summary="Delete a notification channel (team admins)"),
+)
+class ChannelViewSet(_AdminWrites, viewsets.ModelViewSet[Channel]):
+    serializer_class = ChannelSerializer
+    lookup_url_kwarg = "channel_id"
+
+    def get_queryset(self) -> QuerySet[Channel]:
+        return queries.channels_of(self.request.user)
+
+    def team_of(self, instance: Channel) -> int:
+        return instance.team_id

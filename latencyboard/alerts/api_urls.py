@@ -1,0 +1,40 @@
+"""The alerts API under ``/api/``: route kwargs alert_id, rule_id and channel_id."""
+
+from django.urls import path
+
+from latencyboard.alerts.api import AlertViewSet, ChannelViewSet, RuleViewSet
+
+urlpatterns = [
+    path("alerts/", AlertViewSet.as_view({"get": "list"}), name="api-alerts"),
+    path("alerts/<int:alert_id>/", AlertViewSet.as_view({"get": "retrieve"}), name="api-alert"),
+    path("alerts/<int:alert_id>/ack/", AlertViewSet.as_view({"post": "ack"}), name="api-alert-ack"),
+    path(
+        "alerts/<int:alert_id>/resolve/",
+        AlertViewSet.as_view({"post": "resolve"}),
+        name="api-alert-resolve",
+    ),
+    path(
+        "alert-rules/",
+        RuleViewSet.as_view({"get": "list", "post": "create"}),
+        name="api-alert-rules",
+    ),
+    path(
+        "alert-rules/<int:rule_id>/",
+        RuleViewSet.as_view(
+            {"get": "retrieve", "put": "update", "patch": "partial_update", "delete": "destroy"}
+        ),
+        name="api-alert-rule",
+    ),
+    path(
+        "alert-channels/",
+        ChannelViewSet.as_view({"get": "list", "post": "create"}),
+        name="api-alert-channels",
+    ),
+    path(
+        "alert-channels/<int:channel_id>/",
+        ChannelViewSet.as_view(
+            {"get": "retrieve", "put": "update", "patch": "partial_update", "delete": "destroy"}
+        ),
+        name="api-alert-channel",
+    ),
+]

@@ -1,0 +1,69 @@
+"""The baseline job: each watched (pipeline, stage)'s latencies over a trailing window."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.conf import settings
+from django.db import transaction
+
+from latencyboard.alerts.models import Baseline, Rule
+from latencyboard.alerts.regression import Baseline as DetectorBaseline
+from latencyboard.alerts.sketch_queries import stage_sketches
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.sketches.sketch import Sketch
+
+logger = logging.getLogger(__name__)
+
+HOUR = dt.timedelta(hours=1)
+
+
+def compute_baselines(now: dt.datetime) -> int:
+    """Recompute the baselines of every pipeline an enabled rule watches; returns how many
+    were written."""
+    pipelines = Pipeline.objects.filter(
+        pk__in=Rule.objects.filter(enabled=True).values("pipeline")
+    ).order_by("pk")
+    return sum(compute_pipeline_baselines(pipeline, now) for pipeline in pipelines)
+
+
+def compute_pipeline_baselines(pipeline: Pipeline, now: dt.datetime) -> int:
+    """Merge the last ``ALERT_BASELINE_DAYS`` whole hours of ``pipeline``'s rollups per stage
+    (end to end too) into its baselines, ready when they hold ``ALERT_BASELINE_MIN_COUNT``
+    values. A stage without rows in the window keeps no baseline."""
+    end = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+    start = end - dt.timedelta(days=settings.ALERT_BASELINE_DAYS)
+    sketches = stage_sketches(pipeline, start, end, HOUR)
+    with transaction.atomic():
+        stale = Baseline.objects.filter(pipeline=pipeline).exclude(
+            stage_id__in=[stage_id for stage_id in sketches if stage_id is not None]
+        )
+        if None in sketches:
+            stale = stale.exclude(stage__isnull=True)
+        stale.delete()
+        for stage_id, sketch in sketches.items():
+            Baseline.objects.update_or_create(
+                pipeline=pipeline,
+                stage_id=stage_id,  # type: ignore[misc]  # None: end to end, as stored
+                defaults={
+                    "window_start": start,
+                    "window_end": end,
+                    "n": sketch.count,
+                    "sketch": sketch.to_bytes(),
+                    "computed_at": now,
+                    "ready": sketch.count >= settings.ALERT_BASELINE_MIN_COUNT,
+                },
+            )
+    logger.info("alerts.baselines", extra={"pipeline_id": pipeline.pk, "stages": len(sketches)})
+    return len(sketches)
+
+
+def detector_baselines(pipeline: Pipeline) -> dict[int | None, DetectorBaseline]:
+    """The stored baselines of ``pipeline`` as the regression detector takes them."""
+    return {
+        row.stage_id: DetectorBaseline(
+            Sketch.from_bytes(bytes(row.sketch)), row.window_start, row.window_end
+        )
+        for row in Baseline.objects.filter(pipeline=pipeline)
+    }

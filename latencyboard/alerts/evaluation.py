@@ -1,0 +1,177 @@
+"""The minute evaluation: each enabled rule's detectors over its stages, then each
+(rule, stage)'s alert stepped through its lifecycle."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+
+from latencyboard.alerts import burn_rate, evidence, lifecycle, regression
+from latencyboard.alerts.baselines import detector_baselines
+from latencyboard.alerts.models import Rule
+from latencyboard.alerts.services import advance
+from latencyboard.alerts.sketch_queries import stage_sketches
+from latencyboard.pipelines.models import Stage
+from latencyboard.rollups.queries import END_TO_END
+from latencyboard.sla import attainment
+from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
+
+logger = logging.getLogger(__name__)
+
+MINUTE = dt.timedelta(minutes=1)
+BURN_MINUTES = max(condition.long_minutes for condition in burn_rate.SRE_WORKBOOK)
+
+
+@dataclass
+class Finding:
+    """What the detectors found for one (rule, stage) this evaluation."""
+
+    outcomes: list[lifecycle.Outcome] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+    @property
+    def outcome(self) -> lifecycle.Outcome:
+        """Firing when any detector fires, clean when one ran clean, else no data."""
+        for outcome in (lifecycle.Outcome.FIRING, lifecycle.Outcome.CLEAN):
+            if outcome in self.outcomes:
+                return outcome
+        return lifecycle.Outcome.NO_DATA
+
+
+def watched(rule: Rule) -> dict[int | None, str]:
+    """The rule's stages by id (``None``: end to end) with their names."""
+    chosen = list(rule.stages.all())
+    stages = chosen if chosen else list(Stage.objects.filter(pipeline=rule.pipeline_id))
+    names: dict[int | None, str] = {stage.pk: stage.name for stage in stages}
+    if rule.end_to_end or not chosen:
+        names[None] = END_TO_END
+    return names
+
+
+def evaluate_rules(now: dt.datetime) -> int:
+    """Evaluate every enabled rule at ``now``; returns how many alerts changed status."""
+    changed = 0
+    for rule_id in Rule.objects.filter(enabled=True).order_by("pk").values_list("pk", flat=True):
+        changed += evaluate_rule(rule_id, now)
+    return changed
+
+
+def evaluate_rule(rule_id: int, now: dt.datetime) -> int:
+    """One evaluation of a rule, under its row lock (a concurrent evaluator skips it)."""
+    with transaction.atomic():
+        rule = (
+            Rule.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("pipeline")
+            .filter(pk=rule_id, enabled=True)
+            .first()
+        )
+        if rule is None:
+            return 0
+        names = watched(rule)
+        findings = {stage_id: Finding() for stage_id in names}
+        if rule.regression:
+            _regression(rule, names, findings, now)
+        if rule.burn_rate:
+            _burn_rate(rule, names, findings, now)
+        changed = 0
+        for stage_id, finding in findings.items():
+            transition = advance(
+                rule,
+                stage_id,
+                finding.outcome,
+                finding.evidence,
+                finding.summary,
+                now,
+                settings.ALERT_CLEAN_EVALUATIONS,
+            )
+            changed += transition is not None
+    return changed
+
+
+def _regression(
+    rule: Rule, names: dict[int | None, str], findings: dict[int | None, Finding], now: dt.datetime
+) -> None:
+    end = now.astimezone(dt.UTC).replace(second=0, microsecond=0)
+    windows = stage_sketches(rule.pipeline, end - rule.window_minutes * MINUTE, end, MINUTE)
+    baselines = detector_baselines(rule.pipeline)
+    by_name = {name: stage_id for stage_id, name in names.items()}
+    result = regression.evaluate(
+        {names[s]: b for s, b in baselines.items() if s in names},
+        {names[s]: w for s, w in windows.items() if s in names},
+        regression.RegressionRule(
+            family_alpha=rule.significance,
+            min_relative_effect=rule.min_effect_percent / 100.0,
+            min_absolute_effect_ms=rule.min_effect_ms,
+            min_baseline_count=settings.ALERT_BASELINE_MIN_COUNT,
+        ),
+    )
+    for stage in result.stages:
+        finding = findings[by_name[stage.stage]]
+        if stage.status is regression.Status.REGRESSION:
+            finding.outcomes.append(lifecycle.Outcome.FIRING)
+            found = evidence.regression_evidence(stage, result)
+            found["window_start"] = (end - rule.window_minutes * MINUTE).isoformat()
+            found["window_end"] = end.isoformat()
+            finding.evidence["regression"] = found
+            finding.summary = evidence.regression_summary(str(rule.pipeline), stage.stage, found)
+        elif stage.status is regression.Status.OK:
+            finding.outcomes.append(lifecycle.Outcome.CLEAN)
+
+
+def _burn_rate(
+    rule: Rule, names: dict[int | None, str], findings: dict[int | None, Finding], now: dt.datetime
+) -> None:
+    end = attainment.floor_minute(now)
+    start = end - BURN_MINUTES * MINUTE
+    objectives = Objective.objects.filter(pipeline=rule.pipeline_id).order_by("pk")
+    for objective in objectives:
+        if objective.stage_id not in names:
+            continue
+        good, total = _counts(objective, start, end)
+        result = burn_rate.evaluate(
+            good, total, start, now, objective.target_percent / Decimal(100)
+        )
+        finding = findings[objective.stage_id]
+        if result.severity is not None:
+            finding.outcomes.append(lifecycle.Outcome.FIRING)
+            found = evidence.burn_evidence(objective.name, result)
+            finding.evidence.setdefault("burn_rate", found)
+            if not finding.summary:
+                name = names[objective.stage_id]
+                finding.summary = evidence.burn_summary(str(rule.pipeline), name, found)
+        elif any(result.long.total for result in result.conditions):
+            finding.outcomes.append(lifecycle.Outcome.CLEAN)
+
+
+def _counts(
+    objective: Objective, start: dt.datetime, end: dt.datetime
+) -> tuple[np.ndarray[Any, np.dtype[np.int64]], np.ndarray[Any, np.dtype[np.int64]]]:
+    """Per-minute good and total counts of ``[start, end)``, the minutes of maintenance
+    windows left out as they are from the error budget."""
+    size = int((end - start) / MINUTE)
+    good = np.zeros(size, dtype=np.int64)
+    total = np.zeros(size, dtype=np.int64)
+    rows = SlaMinute.objects.filter(
+        objective=objective, minute__gte=start, minute__lt=end
+    ).values_list("minute", "good", "total")
+    for minute, minute_good, minute_total in rows.iterator():
+        index = int((minute - start) / MINUTE)
+        good[index], total[index] = minute_good, minute_total
+    maintenance = MaintenanceWindow.objects.filter(
+        deleted_at__isnull=True, start__lt=end, end__gt=start
+    ).filter(objective=objective) | MaintenanceWindow.objects.filter(
+        deleted_at__isnull=True, start__lt=end, end__gt=start, pipeline=objective.pipeline_id
+    )
+    spans = maintenance.values_list("start", "end")
+    for excluded in attainment.excluded_minutes(spans, start, end):
+        first, last = int((excluded.start - start) / MINUTE), int((excluded.end - start) / MINUTE)
+        good[first:last], total[first:last] = 0, 0
+    return good, total

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.db.models import QuerySet
+
+from latencyboard.alerts.models import Channel, Rule
+from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.teams.models import Team
+
+SILENCE_CHOICES = [(30, "30 minutes"), (60, "1 hour"), (240, "4 hours"), (1440, "1 day")]
+
+
+class SilenceForm(forms.Form):
+    minutes = forms.TypedChoiceField(choices=SILENCE_CHOICES, coerce=int, initial=60)
+    reason = forms.CharField(max_length=400)
+
+
+class ResolveForm(forms.Form):
+    note = forms.CharField(max_length=400, required=False)
+
+
+class ChannelForm(forms.ModelForm):
+    """The secret is never rendered back; left empty on an edit, the stored one stays."""
+
+    secret = forms.CharField(
+        required=False,
+        max_length=500,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Signing key, PagerDuty routing key… Left empty: unchanged.",
+    )
+
+    class Meta:
+        model = Channel
+        fields = ["team", "name", "kind", "target", "secret", "enabled"]
+
+    def __init__(self, *args: Any, teams: QuerySet[Team], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams  # type: ignore[attr-defined]
+
+    def clean_secret(self) -> str:
+        given: str = self.cleaned_data["secret"]
+        return given or (self.instance.secret if self.instance.pk else "")
+
+
+class RuleForm(forms.ModelForm):
+    class Meta:
+        model = Rule
+        fields = [
+            "pipeline",
+            "name",
+            "regression",
+            "burn_rate",
+            "stages",
+            "end_to_end",
+            "min_effect_percent",
+            "min_effect_ms",
+            "significance",
+            "window_minutes",
+            "severity",
+            "channels",
+            "enabled",
+        ]
+        widgets = {
+            "stages": forms.CheckboxSelectMultiple,
+            "channels": forms.CheckboxSelectMultiple,
+        }
+
+    def __init__(self, *args: Any, teams: QuerySet[Team], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["pipeline"].queryset = Pipeline.objects.filter(team__in=teams)  # type: ignore[attr-defined]
+        self.fields["stages"].queryset = Stage.objects.filter(  # type: ignore[attr-defined]
+            pipeline__team__in=teams
+        ).select_related("pipeline")
+        self.fields["stages"].label_from_instance = lambda s: f"{s.pipeline} · {s.name}"  # type: ignore[attr-defined]
+        self.fields["channels"].queryset = Channel.objects.filter(team__in=teams)  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}
+        pipeline = data.get("pipeline")
+        if pipeline is not None:
+            if any(stage.pipeline_id != pipeline.pk for stage in data.get("stages", [])):
+                self.add_error("stages", "Choose stages of the rule's pipeline.")
+            if any(channel.team_id != pipeline.team_id for channel in data.get("channels", [])):
+                self.add_error("channels", "Choose channels of the pipeline's team.")
+        if not (data.get("regression") or data.get("burn_rate")):
+            self.add_error("regression", "Enable at least one detector.")
+        return data

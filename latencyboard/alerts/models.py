@@ -1,0 +1,250 @@
+"""Baselines, rules, alerts with their append-only history, silences and the delivery outbox.
+
+The detectors beside this module are pure; these rows are what they read (baselines, rules)
+and what their conclusions become (alerts, events, deliveries).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.teams.models import Team
+
+SECRET_SHOWN = 4
+"""Trailing characters of a channel secret a page may show; the rest is never sent back."""
+
+
+class Baseline(models.Model):
+    """A stage's latencies over a trailing window (``stage`` null: end to end), merged from
+    rollups by the baseline job; ``ready`` once it holds enough values to test against."""
+
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="baselines")
+    stage = models.ForeignKey(
+        Stage, null=True, blank=True, on_delete=models.CASCADE, related_name="baselines"
+    )
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    n = models.BigIntegerField()
+    sketch = models.BinaryField()
+    computed_at = models.DateTimeField()
+    ready = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pipeline", "stage"], name="baseline_identity_unique", nulls_distinct=False
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pipeline} {self.stage or 'end-to-end'} baseline (n={self.n})"
+
+
+class ChannelKind(models.TextChoices):
+    WEBHOOK = "webhook", "Webhook (signed)"
+    SLACK = "slack", "Slack"
+    PAGERDUTY = "pagerduty", "PagerDuty"
+    ALERTMANAGER = "alertmanager", "Alertmanager"
+    EMAIL = "email", "Email"
+
+
+class Channel(models.Model):
+    """Where a team's notifications go. ``secret`` (a signing key, PagerDuty routing key…)
+    stays on the server: pages and the API show at most its last characters."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="alert_channels")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, choices=ChannelKind.choices)
+    target = models.CharField(max_length=500, help_text="URL, or an email address for email.")
+    secret = models.CharField(max_length=500, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "name", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+    @property
+    def secret_hint(self) -> str:
+        """``…abcd`` for a set secret (never more of it), empty when none is set."""
+        return f"…{self.secret[-SECRET_SHOWN:]}" if self.secret else ""
+
+
+class Severity(models.TextChoices):
+    PAGE = "page", "Page"
+    TICKET = "ticket", "Ticket"
+
+
+class Rule(models.Model):
+    """What to watch on a pipeline, how strictly, and whom to tell.
+
+    ``stages`` empty means every stage and end to end. Thresholds are the regression
+    detector's (see ``latencyboard.alerts.regression``); burn-rate alerts use the pipeline's
+    SLA objectives with the SRE Workbook's windows.
+    """
+
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="alert_rules")
+    name = models.CharField(max_length=200)
+    regression = models.BooleanField(default=True, help_text="Tail regression vs the baseline.")
+    burn_rate = models.BooleanField(default=False, help_text="SLO burn rate of the objectives.")
+    stages = models.ManyToManyField(Stage, blank=True, related_name="alert_rules")
+    end_to_end = models.BooleanField(
+        default=True, help_text="With chosen stages: also watch end-to-end latency."
+    )
+    min_effect_percent = models.FloatField(default=20.0, validators=[MinValueValidator(0)])
+    min_effect_ms = models.FloatField(default=5.0, validators=[MinValueValidator(0)])
+    significance = models.FloatField(
+        default=1e-5,
+        validators=[MinValueValidator(1e-12), MaxValueValidator(0.05)],
+        help_text="False-alarm probability per evaluation (Holm over stages and quantiles).",
+    )
+    window_minutes = models.PositiveIntegerField(
+        default=10, validators=[MinValueValidator(1), MaxValueValidator(120)]
+    )
+    severity = models.CharField(max_length=8, choices=Severity.choices, default=Severity.PAGE)
+    channels = models.ManyToManyField(Channel, blank=True, related_name="rules")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pipeline", "name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AlertStatus(models.TextChoices):
+    FIRING = "firing", "Firing"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    RESOLVED = "resolved", "Resolved"
+
+
+OPEN_STATUSES = (AlertStatus.FIRING, AlertStatus.ACKNOWLEDGED)
+
+
+class Alert(models.Model):
+    """One incident of a (rule, pipeline, stage): from firing to resolved.
+
+    ``dedup_key`` is the same for every incident of the triple, so receivers (PagerDuty)
+    group their trigger, acknowledge and resolve; at most one incident per key is open.
+    ``evidence`` holds the figures of the evaluation that fired it.
+    """
+
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="alerts")
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="alerts")
+    stage = models.ForeignKey(
+        Stage, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
+    dedup_key = models.CharField(max_length=200)
+    status = models.CharField(max_length=16, choices=AlertStatus.choices)
+    clean_streak = models.PositiveIntegerField(default=0)
+    evidence = models.JSONField(default=dict)
+    summary = models.CharField(max_length=500)
+    started_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dedup_key"],
+                condition=models.Q(status__in=["firing", "acknowledged"]),
+                name="alert_one_open_per_dedup_key",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "started_at"], name="alert_status_started")]
+
+    def __str__(self) -> str:
+        return f"{self.summary} ({self.status})"
+
+    @property
+    def stage_name(self) -> str:
+        return self.stage.name if self.stage else "end-to-end"
+
+
+class AlertEvent(models.Model):
+    """One transition of an alert, appended and never changed: who (null: the evaluator),
+    when, from which status to which, and what was seen or said."""
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="events")
+    from_status = models.CharField(max_length=16, blank=True)
+    to_status = models.CharField(max_length=16)
+    who = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    at = models.DateTimeField()
+    note = models.CharField(max_length=500, blank=True)
+    evidence = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.alert_id}: {self.from_status or 'new'} → {self.to_status} at {self.at}"
+
+
+class Silence(models.Model):
+    """No notifications until ``until`` for a rule's alerts, or for a pipeline's (one stage,
+    or every stage when ``stage`` is null). Alerts still open and close: only telling stops."""
+
+    rule = models.ForeignKey(
+        Rule, null=True, blank=True, on_delete=models.CASCADE, related_name="silences"
+    )
+    pipeline = models.ForeignKey(
+        Pipeline, null=True, blank=True, on_delete=models.CASCADE, related_name="silences"
+    )
+    stage = models.ForeignKey(
+        Stage, null=True, blank=True, on_delete=models.CASCADE, related_name="silences"
+    )
+    until = models.DateTimeField()
+    reason = models.CharField(max_length=500)
+    who = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(rule__isnull=False, pipeline__isnull=True)
+                | models.Q(rule__isnull=True, pipeline__isnull=False),
+                name="silence_covers_rule_or_pipeline",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reason} (until {self.until:%Y-%m-%d %H:%M} UTC)"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERED = "delivered", "Delivered"
+    RETRYING = "retrying", "Retrying"
+    FAILED = "failed", "Failed"
+
+
+class Delivery(models.Model):
+    """The outbox: one alert event to one channel, and what came of sending it."""
+
+    event = models.ForeignKey(AlertEvent, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
+    status = models.CharField(
+        max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    detail = models.CharField(max_length=500, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
+
+    def __str__(self) -> str:
+        return f"{self.event} → {self.channel}: {self.status}"

@@ -1,0 +1,158 @@
+"""Sending the outbox: each due delivery handed to the channel's transport, its attempt
+recorded, and a retry scheduled (with backoff, later when the receiver says Retry-After) or
+the delivery given up (a permanent failure, or too many attempts)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+from django.utils.module_loading import import_string
+
+from latencyboard.alerts.backoff import Schedule, next_delay
+from latencyboard.alerts.models import AlertEvent, AlertStatus, Delivery, DeliveryStatus
+from latencyboard.notifications.notice import Action, Attempt, Notice, Severity, Verdict
+
+logger = logging.getLogger(__name__)
+
+Deliver = Callable[[str, str, str, Notice, float], Attempt]
+
+DELIVER_PATH = "latencyboard.notifications.delivery.deliver"
+ACTIONS = {
+    AlertStatus.FIRING: Action.TRIGGER,
+    AlertStatus.ACKNOWLEDGED: Action.ACKNOWLEDGE,
+    AlertStatus.RESOLVED: Action.RESOLVE,
+}
+DUE = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f} ms" if isinstance(value, float) else str(value)
+
+
+def figures(evidence: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """An alert's evidence as label → text for receivers."""
+    found = evidence.get("regression")
+    rows: list[tuple[str, str]] = []
+    if found:
+        q = found["quantile"]
+        rows += [
+            (f"baseline {q}", _text(found["baseline"]["estimate"])),
+            (f"current {q}", _text(found["current"]["estimate"])),
+            ("change", f"+{found['effect_percent']:.0f}% (+{found['effect_ms']:.1f} ms)"),
+            ("window", f"{found['k']} of {found['n']} above the baseline {q}"),
+            ("p-value", f"{found['p_value']:.2g}"),
+        ]
+        if found.get("grew_most"):
+            rows.append(("grew most", found["grew_most"]))
+    burn = evidence.get("burn_rate")
+    if burn:
+        for condition in burn["conditions"]:
+            if condition["firing"]:
+                rows.append(
+                    (
+                        f"burn rate over {condition['long_minutes']} min",
+                        f"{condition['long_burn_rate']:.1f}x (≥ {condition['factor']:g}x)",
+                    )
+                )
+    return tuple(rows)
+
+
+def notice_of(event: AlertEvent) -> Notice:
+    """What the receivers are told of one transition."""
+    alert = event.alert
+    path = reverse("alerts:detail", kwargs={"alert_id": alert.pk})
+    return Notice(
+        dedup_key=alert.dedup_key,
+        action=ACTIONS[AlertStatus(event.to_status)],
+        severity=Severity(alert.rule.severity),
+        team=alert.pipeline.team.name,
+        pipeline=str(alert.pipeline),
+        stage=alert.stage.name if alert.stage else "",
+        title=alert.summary,
+        summary=event.note or alert.summary,
+        url=settings.PUBLIC_URL.rstrip("/") + path,
+        at=event.at,
+        figures=figures(alert.evidence),
+        actor=event.who.get_username() if event.who else "",
+    )
+
+
+def send_due(
+    now: Callable[[], dt.datetime],
+    deliver: Deliver | None = None,
+    schedule: Schedule | None = None,
+    limit: int = 100,
+) -> int:
+    """Send up to ``limit`` due deliveries, one transaction each (its row locked, so no two
+    workers send it); returns how many were attempted. ``deliver`` defaults to the
+    notifications transport."""
+    schedule = schedule or Schedule(max_attempts=settings.ALERT_DELIVERY_MAX_ATTEMPTS)
+    attempted = 0
+    while attempted < limit:
+        with transaction.atomic():
+            delivery = (
+                Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related(
+                    "channel", "event__who", "event__alert__rule", "event__alert__pipeline__team"
+                )
+                .select_related("event__alert__stage")
+                .filter(status__in=DUE, next_attempt_at__lte=now())
+                .order_by("next_attempt_at", "pk")
+                .first()
+            )
+            if delivery is None:
+                break
+            # Imported once something is due: an empty outbox needs no transport.
+            send = deliver or import_string(DELIVER_PATH)
+            _attempt(delivery, send, schedule, now)
+        attempted += 1
+    return attempted
+
+
+def _attempt(
+    delivery: Delivery, send: Deliver, schedule: Schedule, now: Callable[[], dt.datetime]
+) -> None:
+    channel = delivery.channel
+    if channel.enabled:
+        attempt = send(
+            channel.kind,
+            channel.target,
+            channel.secret,
+            notice_of(delivery.event),
+            settings.ALERT_DELIVERY_TIMEOUT_SECONDS,
+        )
+    else:
+        attempt = Attempt(Verdict.FAILED, None, "channel disabled")
+    delivery.attempts += 1
+    delivery.last_status_code = attempt.status_code
+    delivery.detail = attempt.detail[:500]
+    delivery.updated_at = now()
+    if attempt.verdict is Verdict.DELIVERED:
+        delivery.status = DeliveryStatus.DELIVERED
+    elif attempt.verdict is Verdict.FAILED:
+        delivery.status = DeliveryStatus.FAILED
+    else:
+        delay = next_delay(delivery.attempts, attempt.retry_after_s, schedule)
+        if delay is None:
+            delivery.status = DeliveryStatus.FAILED
+            delivery.detail = f"gave up after {delivery.attempts} attempts: {attempt.detail}"[:500]
+        else:
+            delivery.status = DeliveryStatus.RETRYING
+            delivery.next_attempt_at = delivery.updated_at + dt.timedelta(seconds=delay)
+    delivery.save()
+    logger.info(
+        "alerts.delivery",
+        extra={
+            "delivery_id": delivery.pk,
+            "channel_kind": channel.kind,
+            "status": delivery.status,
+            "attempts": delivery.attempts,
+            "status_code": attempt.status_code,
+        },
+    )

@@ -1,0 +1,53 @@
+"""Reads of alerts, rules and channels, scoped to the user's teams (others do not exist)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import QuerySet
+
+from latencyboard.alerts.models import OPEN_STATUSES, Alert, Channel, Rule
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.teams.models import Role, Team
+from latencyboard.teams.queries import teams_of
+
+RECENT = dt.timedelta(days=7)
+
+
+def pipelines_of(user: User | AnonymousUser) -> QuerySet[Pipeline]:
+    return Pipeline.objects.filter(team__in=teams_of(user))
+
+
+def alerts_of(user: User | AnonymousUser) -> QuerySet[Alert]:
+    return Alert.objects.filter(pipeline__in=pipelines_of(user)).select_related(
+        "rule", "pipeline__team", "stage"
+    )
+
+
+def open_alerts(user: User | AnonymousUser) -> QuerySet[Alert]:
+    return alerts_of(user).filter(status__in=OPEN_STATUSES)
+
+
+def recent_alerts(user: User | AnonymousUser, now: dt.datetime) -> QuerySet[Alert]:
+    """Resolved in the last week, newest first."""
+    return alerts_of(user).exclude(status__in=OPEN_STATUSES).filter(started_at__gte=now - RECENT)
+
+
+def rules_of(user: User | AnonymousUser) -> QuerySet[Rule]:
+    return (
+        Rule.objects.filter(pipeline__in=pipelines_of(user))
+        .select_related("pipeline__team")
+        .prefetch_related("stages", "channels")
+    )
+
+
+def channels_of(user: User | AnonymousUser) -> QuerySet[Channel]:
+    return Channel.objects.filter(team__in=teams_of(user)).select_related("team")
+
+
+def admin_teams(user: User | AnonymousUser) -> QuerySet[Team]:
+    """The teams whose rules and channels ``user`` may change."""
+    if not user.is_authenticated:
+        return Team.objects.none()
+    return Team.objects.filter(memberships__user=user, memberships__role=Role.ADMIN)

@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from rest_framework import serializers
+
+from latencyboard.alerts.models import Alert, AlertEvent, Channel, Delivery, Rule
+from latencyboard.pipelines.models import Pipeline, Stage
+
+
+class AlertEventSerializer(serializers.ModelSerializer[AlertEvent]):
+    who = serializers.SlugRelatedField[User](slug_field="username", read_only=True)
+
+    class Meta:
+        model = AlertEvent
+        fields = ["from_status", "to_status", "who", "at", "note"]
+
+
+class DeliverySerializer(serializers.ModelSerializer[Delivery]):
+    channel = serializers.CharField(source="channel.name", read_only=True)
+    action = serializers.CharField(source="event.to_status", read_only=True)
+
+    class Meta:
+        model = Delivery
+        fields = ["channel", "action", "status", "attempts", "last_status_code", "detail"]
+
+
+class AlertSerializer(serializers.ModelSerializer[Alert]):
+    pipeline = serializers.CharField(source="pipeline.__str__", read_only=True)
+    pipeline_id = serializers.IntegerField(read_only=True)
+    stage = serializers.CharField(source="stage_name", read_only=True)
+    rule = serializers.CharField(source="rule.name", read_only=True)
+    severity = serializers.CharField(source="rule.severity", read_only=True)
+
+    class Meta:
+        model = Alert
+        fields = [
+            "id",
+            "rule",
+            "rule_id",
+            "pipeline",
+            "pipeline_id",
+            "stage",
+            "severity",
+            "status",
+            "summary",
+            "dedup_key",
+            "started_at",
+            "resolved_at",
+            "evidence",
+        ]
+
+
+class AlertDetailSerializer(AlertSerializer):
+    events = AlertEventSerializer(many=True, read_only=True)
+    deliveries = serializers.SerializerMethodField()
+
+    class Meta(AlertSerializer.Meta):
+        fields = [*AlertSerializer.Meta.fields, "events", "deliveries"]
+
+    def get_deliveries(self, alert: Alert) -> list[dict[str, Any]]:
+        rows = Delivery.objects.filter(event__alert=alert).select_related("channel", "event")
+        return DeliverySerializer(rows, many=True).data  # type: ignore[return-value]
+
+
+class ResolveSerializer(serializers.Serializer[Any]):
+    note = serializers.CharField(max_length=400, required=False, default="", allow_blank=True)
+
+
+class ChannelSerializer(serializers.ModelSerializer[Channel]):
+    """The secret is write-only: reads show ``secret_hint`` (its last characters)."""
+
+    secret = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, max_length=500
+    )
+    secret_hint = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Channel
+        fields = ["id", "team", "name", "kind", "target", "secret", "secret_hint", "enabled"]
+
+    def get_fields(self) -> dict[str, Any]:
+        # Teams the user does not administer answer as if they did not exist.
+        fields = super().get_fields()
+        fields["team"].queryset = self.context["admin_teams"]  # type: ignore[attr-defined]
+        return fields
+
+    def update(self, instance: Channel, validated_data: dict[str, Any]) -> Channel:
+        if not validated_data.get("secret"):
+            validated_data.pop("secret", None)  # left empty: the stored secret stays
+        return super().update(instance, validated_data)
+
+
+class RuleSerializer(serializers.ModelSerializer[Rule]):
+    class Meta:
+        model = Rule
+        fields = [
+            "id",
+            "pipeline",
+            "name",
+            "regression",
+            "burn_rate",
+            "stages",
+            "end_to_end",
+            "min_effect_percent",
+            "min_effect_ms",
+            "significance",
+            "window_minutes",
+            "severity",
+            "channels",
+            "enabled",
+        ]
+        extra_kwargs = {
+            "stages": {"required": False},
+            "channels": {"required": False},
+        }
+
+    def get_fields(self) -> dict[str, Any]:
+        # Pipelines, stages and channels of teams the user does not administer answer as if
+        # they did not exist.
+        fields = super().get_fields()
+        teams = self.context["admin_teams"]
+        stages, channels = fields["stages"], fields["channels"]
+        fields["pipeline"].queryset = Pipeline.objects.filter(team__in=teams)  # type: ignore[attr-defined]
+        stages.child_relation.queryset = Stage.objects.filter(pipeline__team__in=teams)  # type: ignore[attr-defined]
+        channels.child_relation.queryset = Channel.objects.filter(team__in=teams)  # type: ignore[attr-defined]
+        return fields
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        pipeline: Pipeline | None = attrs.get("pipeline") or (
+            self.instance.pipeline if self.instance else None
+        )
+        if pipeline is None:
+            raise serializers.ValidationError({"pipeline": "This field is required."})
+        stages: list[Stage] = attrs.get("stages", [])
+        if any(stage.pipeline_id != pipeline.pk for stage in stages):
+            raise serializers.ValidationError({"stages": "Stages of another pipeline."})
+        channels: list[Channel] = attrs.get("channels", [])
+        if any(channel.team_id != pipeline.team_id for channel in channels):
+            raise serializers.ValidationError({"channels": "Channels of another team."})
+        if not (attrs.get("regression", True) or attrs.get("burn_rate", False)):
+            raise serializers.ValidationError({"regression": "Enable at least one detector."})
+        return attrs

@@ -1,0 +1,207 @@
+"""Alert transitions and what people do to alerts: every change appended as an event and,
+unless silenced, put in the outbox for the rule's channels."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Q
+
+from latencyboard.alerts import lifecycle
+from latencyboard.alerts.models import (
+    OPEN_STATUSES,
+    Alert,
+    AlertEvent,
+    AlertStatus,
+    Delivery,
+    Rule,
+    Silence,
+)
+from latencyboard.sla.models import MaintenanceWindow
+from latencyboard.teams.models import Role
+from latencyboard.teams.queries import has_role
+
+logger = logging.getLogger(__name__)
+
+RESPONDERS = (Role.ONCALL, Role.ADMIN)
+ADMINS = (Role.ADMIN,)
+SILENCE_REASON_MAX_LENGTH = 500
+
+
+def dedup_key(rule: Rule, stage_id: int | None) -> str:
+    """Stable for a (rule, pipeline, stage): every incident of it, on every receiver."""
+    return f"latencyboard-rule{rule.pk}-pipeline{rule.pipeline_id}-stage{stage_id or 'e2e'}"
+
+
+def suppressed_by(alert: Alert, now: dt.datetime) -> str | None:
+    """Why notifications of ``alert`` are held back now (a silence or an SLA maintenance
+    window of its pipeline), or ``None``."""
+    silence = (
+        Silence.objects.filter(until__gt=now)
+        .filter(
+            Q(rule=alert.rule_id)
+            | Q(pipeline=alert.pipeline_id, stage__isnull=True)
+            | Q(pipeline=alert.pipeline_id, stage=alert.stage_id)
+        )
+        .order_by("-until")
+        .first()
+    )
+    if silence is not None:
+        return f"silenced until {silence.until:%Y-%m-%d %H:%M} UTC: {silence.reason}"
+    maintenance = (
+        MaintenanceWindow.objects.filter(deleted_at__isnull=True, start__lte=now, end__gt=now)
+        .filter(Q(pipeline=alert.pipeline_id) | Q(objective__pipeline=alert.pipeline_id))
+        .first()
+    )
+    if maintenance is not None:
+        return f"maintenance: {maintenance}"
+    return None
+
+
+def record_event(
+    alert: Alert,
+    from_status: str,
+    to_status: str,
+    now: dt.datetime,
+    who: User | None = None,
+    note: str = "",
+    evidence: dict[str, Any] | None = None,
+) -> AlertEvent:
+    """Append the transition and queue it for the rule's enabled channels (unless silenced).
+    Call inside the transaction that changed the alert: the outbox is sent after commit."""
+    held = suppressed_by(alert, now)
+    if held:
+        note = f"{note} (notifications held: {held})" if note else f"notifications held: {held}"
+    event = AlertEvent.objects.create(
+        alert=alert,
+        from_status=from_status,
+        to_status=to_status,
+        who=who,
+        at=now,
+        note=note[:500],
+        evidence=evidence or {},
+    )
+    if held is None:
+        channels = alert.rule.channels.filter(enabled=True)
+        Delivery.objects.bulk_create(
+            Delivery(event=event, channel=channel, next_attempt_at=now, updated_at=now)
+            for channel in channels
+        )
+        # Imported here: the tasks module imports this one.
+        from latencyboard.alerts.tasks import send_deliveries
+
+        transaction.on_commit(send_deliveries.delay)
+    logger.info(
+        "alerts.transition",
+        extra={"alert_id": alert.pk, "from": from_status, "to": to_status, "held": bool(held)},
+    )
+    return event
+
+
+def advance(
+    rule: Rule,
+    stage_id: int | None,
+    outcome: lifecycle.Outcome,
+    evidence: dict[str, Any],
+    summary: str,
+    now: dt.datetime,
+    clean_needed: int,
+) -> lifecycle.Transition | None:
+    """Step the (rule, stage)'s alert by one evaluation: fire a new incident, resolve the
+    open one after ``clean_needed`` clean evaluations, or just count. Call in a transaction
+    that holds the rule's row lock (so one evaluator at a time steps its alerts)."""
+    key = dedup_key(rule, stage_id)
+    alert = (
+        Alert.objects.select_for_update().filter(dedup_key=key, status__in=OPEN_STATUSES).first()
+    )
+    state = lifecycle.AlertState()
+    if alert is not None:
+        state = lifecycle.AlertState(lifecycle.Status(alert.status), alert.clean_streak)
+    new, transition = lifecycle.step(state, outcome, clean_needed)
+    if transition is lifecycle.Transition.FIRED:
+        alert = Alert.objects.create(
+            rule=rule,
+            pipeline_id=rule.pipeline_id,
+            stage_id=stage_id,
+            dedup_key=key,
+            status=AlertStatus.FIRING,
+            evidence=evidence,
+            summary=summary[:500],
+            started_at=now,
+        )
+        record_event(alert, "", AlertStatus.FIRING, now, note=summary, evidence=evidence)
+    elif alert is not None and transition is lifecycle.Transition.RESOLVED:
+        old = alert.status
+        alert.status, alert.resolved_at, alert.clean_streak = AlertStatus.RESOLVED, now, 0
+        alert.save(update_fields=["status", "resolved_at", "clean_streak"])
+        note = f"{clean_needed} clean evaluations in a row"
+        record_event(alert, old, AlertStatus.RESOLVED, now, note=note)
+    elif alert is not None and new.clean_streak != alert.clean_streak:
+        Alert.objects.filter(pk=alert.pk).update(clean_streak=new.clean_streak)
+    return transition
+
+
+def _require_responder(user: User | AnonymousUser, alert: Alert) -> User:
+    if not isinstance(user, User) or not has_role(user, alert.pipeline.team, *RESPONDERS):
+        raise PermissionDenied("Only on-call and admin members of the team act on its alerts.")
+    return user
+
+
+def acknowledge(alert: Alert, user: User | AnonymousUser, now: dt.datetime) -> bool:
+    """On-call took it: firing → acknowledged. ``False`` when it was no longer firing."""
+    who = _require_responder(user, alert)
+    with transaction.atomic():
+        changed = Alert.objects.filter(pk=alert.pk, status=AlertStatus.FIRING).update(
+            status=AlertStatus.ACKNOWLEDGED
+        )
+        if changed:
+            alert.status = AlertStatus.ACKNOWLEDGED
+            record_event(alert, AlertStatus.FIRING, AlertStatus.ACKNOWLEDGED, now, who=who)
+    return bool(changed)
+
+
+def resolve(alert: Alert, user: User | AnonymousUser, now: dt.datetime, note: str = "") -> bool:
+    """Closed by hand (firing or acknowledged → resolved). ``False`` when already resolved.
+    Should the detector still see the regression, its next evaluation opens a new incident."""
+    who = _require_responder(user, alert)
+    with transaction.atomic():
+        old = Alert.objects.select_for_update().get(pk=alert.pk).status
+        if old not in OPEN_STATUSES:
+            return False
+        Alert.objects.filter(pk=alert.pk).update(
+            status=AlertStatus.RESOLVED, resolved_at=now, clean_streak=0
+        )
+        alert.status, alert.resolved_at = AlertStatus.RESOLVED, now
+        record_event(alert, old, AlertStatus.RESOLVED, now, who=who, note=note)
+    return True
+
+
+def silence(
+    alert: Alert, user: User | AnonymousUser, until: dt.datetime, reason: str, now: dt.datetime
+) -> Silence:
+    """Hold back notifications of the alert's pipeline stage until ``until``; noted in the
+    alert's history."""
+    who = _require_responder(user, alert)
+    with transaction.atomic():
+        created = Silence.objects.create(
+            pipeline_id=alert.pipeline_id,
+            stage_id=alert.stage_id,
+            until=until,
+            reason=reason[:SILENCE_REASON_MAX_LENGTH],
+            who=who,
+            created_at=now,
+        )
+        AlertEvent.objects.create(
+            alert=alert,
+            from_status=alert.status,
+            to_status=alert.status,
+            who=who,
+            at=now,
+            note=f"silenced {alert.stage_name} until {until:%Y-%m-%d %H:%M} UTC: {reason}"[:500],
+        )
+    return created

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from celery import shared_task
+from django.utils import timezone
+
+from latencyboard.alerts import baselines, evaluation, outbox
+
+
+@shared_task(name="alerts.compute_baselines", ignore_result=True)
+def compute_baselines() -> None:
+    baselines.compute_baselines(timezone.now())
+
+
+@shared_task(name="alerts.evaluate", ignore_result=True)
+def evaluate() -> None:
+    evaluation.evaluate_rules(timezone.now())
+
+
+@shared_task(name="alerts.send_deliveries", ignore_result=True)
+def send_deliveries() -> None:
+    outbox.send_due(timezone.now)

@@ -1,0 +1,186 @@
+"""The on-call pages: open and recent alerts, one alert with its evidence, history and
+deliveries, and the rules and channels (team admins edit them).
+
+Alerts of other teams do not exist here (404). Members read; on-call and admins acknowledge,
+resolve and silence (403 for others, and the buttons are not shown to them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from latencyboard.alerts import queries, services
+from latencyboard.alerts.forms import ChannelForm, ResolveForm, RuleForm, SilenceForm
+from latencyboard.alerts.models import Alert, Delivery
+from latencyboard.teams.queries import has_role
+
+
+@login_required
+@require_GET
+def oncall(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    return render(
+        request,
+        "alerts/oncall.html",
+        {
+            "open_alerts": queries.open_alerts(request.user),
+            "recent_alerts": queries.recent_alerts(request.user, now)[:50],
+        },
+    )
+
+
+def _links(alert: Alert) -> dict[str, str]:
+    """The pipeline page around the regression, and exemplar traces of its window."""
+    found = alert.evidence.get("regression") or {}
+    pipeline = reverse("pipeline", kwargs={"pipeline_id": alert.pipeline_id})
+    query = {"window": "1h", "percentile": found.get("quantile", "p99")}
+    links = {"pipeline": f"{pipeline}?{urlencode(query)}"}
+    if found.get("window_start"):
+        minutes = alert.rule.window_minutes
+        traces = {
+            "pipeline": alert.pipeline_id,
+            "stage": alert.stage_id or "e2e",
+            "minute": found["window_start"],
+            "step": f"{minutes}m",
+            "near": found.get("quantile", "p99"),
+        }
+        links["traces"] = f"{reverse('traces')}?{urlencode(traces)}"
+    return links
+
+
+def _chart(alert: Alert) -> dict[str, Any]:
+    """Baseline and current figures with their intervals, for the page's small chart."""
+    found = alert.evidence.get("regression")
+    if not found:
+        return {}
+    return {
+        "quantile": found["quantile"],
+        "stage": alert.stage_name,
+        "baseline": found["baseline"],
+        "current": found["current"],
+        # p99 → 1: the share of values above the baseline quantile when nothing changed.
+        "expected_percent": f"{100.0 - float(found['quantile'][1:]):g}",
+    }
+
+
+@login_required
+@require_GET
+def alert_detail(request: HttpRequest, alert_id: int) -> HttpResponse:
+    alert = get_object_or_404(queries.alerts_of(request.user), pk=alert_id)
+    return render(
+        request,
+        "alerts/detail.html",
+        {
+            "alert": alert,
+            "events": alert.events.select_related("who"),
+            "deliveries": Delivery.objects.filter(event__alert=alert).select_related(
+                "channel", "event"
+            ),
+            "can_respond": has_role(request.user, alert.pipeline.team, *services.RESPONDERS),
+            "links": _links(alert),
+            "chart": _chart(alert),
+            "silence_form": SilenceForm(),
+            "resolve_form": ResolveForm(),
+        },
+    )
+
+
+@login_required
+@require_POST
+def acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
+    alert = get_object_or_404(queries.alerts_of(request.user), pk=alert_id)
+    if services.acknowledge(alert, request.user, timezone.now()):
+        messages.success(request, "Acknowledged.")
+    else:
+        messages.info(request, f"Nothing to acknowledge: the alert is {alert.status}.")
+    return redirect("alerts:detail", alert_id=alert.pk)
+
+
+@login_required
+@require_POST
+def resolve(request: HttpRequest, alert_id: int) -> HttpResponse:
+    alert = get_object_or_404(queries.alerts_of(request.user), pk=alert_id)
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("A note is at most 400 characters.", status=400)
+    if services.resolve(alert, request.user, timezone.now(), form.cleaned_data["note"]):
+        messages.success(request, "Resolved.")
+    else:
+        messages.info(request, "Already resolved.")
+    return redirect("alerts:detail", alert_id=alert.pk)
+
+
+@login_required
+@require_POST
+def silence(request: HttpRequest, alert_id: int) -> HttpResponse:
+    alert = get_object_or_404(queries.alerts_of(request.user), pk=alert_id)
+    form = SilenceForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("Choose a duration and give a reason.", status=400)
+    now = timezone.now()
+    until = now + dt.timedelta(minutes=form.cleaned_data["minutes"])
+    services.silence(alert, request.user, until, form.cleaned_data["reason"], now)
+    messages.success(request, f"Silenced {alert.stage_name} until {until:%H:%M} UTC.")
+    return redirect("alerts:detail", alert_id=alert.pk)
+
+
+@login_required
+@require_GET
+def settings_page(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "alerts/settings.html",
+        {
+            "rules": queries.rules_of(request.user),
+            "channels": queries.channels_of(request.user),
+            "is_admin": queries.admin_teams(request.user).exists(),
+        },
+    )
+
+
+def _edit(
+    request: HttpRequest, form_class: type[RuleForm] | type[ChannelForm], instance: Any, what: str
+) -> HttpResponse:
+    teams = queries.admin_teams(request.user)
+    if not teams.exists():
+        raise PermissionDenied("Only team admins change alert rules and channels.")
+    form = form_class(request.POST or None, instance=instance, teams=teams)
+    if request.method == "POST" and form.is_valid():
+        saved = form.save()
+        messages.success(request, f"Saved {what} “{saved}”.")
+        return redirect("alerts:settings")
+    status = 400 if form.errors else 200
+    return render(request, "alerts/edit.html", {"form": form, "what": what}, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rule_edit(request: HttpRequest, rule_id: int | None = None) -> HttpResponse:
+    rule = None
+    if rule_id is not None:
+        rule = get_object_or_404(queries.rules_of(request.user), pk=rule_id)
+        if not has_role(request.user, rule.pipeline.team, *services.ADMINS):
+            raise PermissionDenied("Only team admins change alert rules.")
+    return _edit(request, RuleForm, rule, "rule")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def channel_edit(request: HttpRequest, channel_id: int | None = None) -> HttpResponse:
+    channel = None
+    if channel_id is not None:
+        channel = get_object_or_404(queries.channels_of(request.user), pk=channel_id)
+        if not has_role(request.user, channel.team, *services.ADMINS):
+            raise PermissionDenied("Only team admins change channels.")
+    return _edit(request, ChannelForm, channel, "channel")

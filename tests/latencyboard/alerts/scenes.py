@@ -1,0 +1,92 @@
+"""Real rows for alert tests: a team with a pipeline, rollups of known latencies, a rule."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import numpy as np
+
+from latencyboard.alerts.models import Channel, ChannelKind, Rule
+from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.rollups.models import Rollup
+from latencyboard.sketches.sketch import Sketch
+from latencyboard.teams.models import Team
+from tests.factories import make_team
+
+NOW = dt.datetime(2026, 3, 10, 12, 0, 30, tzinfo=dt.UTC)
+MINUTE = dt.timedelta(minutes=1)
+
+
+@dataclass
+class Scene:
+    team: Team
+    pipeline: Pipeline
+    stage: Stage
+    rule: Rule
+    channel: Channel
+
+
+def make_scene(**rule_fields: object) -> Scene:
+    team = make_team("oncall")
+    pipeline = Pipeline.objects.create(team=team, service_name="fraud-scorer")
+    stage = Stage.objects.create(pipeline=pipeline, name="model_forward")
+    channel = Channel.objects.create(
+        team=team, name="hook", kind=ChannelKind.WEBHOOK, target="http://127.0.0.1:9/", secret="s"
+    )
+    rule = Rule.objects.create(pipeline=pipeline, name="model_forward tail", **rule_fields)
+    rule.stages.add(stage)
+    rule.channels.add(channel)
+    return Scene(team, pipeline, stage, rule, channel)
+
+
+def put_rollup(
+    scene: Scene,
+    resolution: str,
+    start: dt.datetime,
+    values_ms: np.ndarray,
+    stage: Stage | None = None,
+) -> None:
+    sketch = Sketch.from_values(values_ms)
+    Rollup.objects.create(
+        team=scene.team,
+        pipeline=scene.pipeline,
+        stage=stage or scene.stage,
+        resolution=resolution,
+        bucket_start=start,
+        count=sketch.count,
+        error_count=0,
+        sum_ms=sketch.sum,
+        min_ms=sketch.min,
+        max_ms=sketch.max,
+        sketch=sketch.to_bytes(),
+    )
+
+
+def latencies(n: int, seed: int, scale: float = 1.0) -> np.ndarray:
+    """Heavy-tailed stage latencies in ms (lognormal around 20 ms)."""
+    return scale * np.random.default_rng(seed).lognormal(np.log(20.0), 0.4, n)
+
+
+BASELINE_AT = NOW - dt.timedelta(hours=1)
+"""When the tests' baselines are computed: from whole hours before NOW's last hour."""
+
+
+def put_history(
+    scene: Scene, hours: int = 24, per_hour: int = 2000, now: dt.datetime = NOW
+) -> None:
+    """``hours`` hourly rollups ending an hour before ``now``'s hour, ``per_hour`` values
+    each."""
+    top = now.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=1)
+    for hour in range(1, hours + 1):
+        put_rollup(scene, "hour", top - hour * dt.timedelta(hours=1), latencies(per_hour, hour))
+
+
+def put_minutes(
+    scene: Scene, minutes: int, scale: float, per_minute: int = 120, now: dt.datetime = NOW
+) -> None:
+    """The ``minutes`` complete minutes before ``now``, ``scale`` times slower than the
+    history."""
+    end = now.replace(second=0, microsecond=0)
+    for m in range(1, minutes + 1):
+        put_rollup(scene, "minute", end - m * MINUTE, latencies(per_minute, 1000 + m, scale))

@@ -1,0 +1,260 @@
+"""The alerts API and pages: scoped to the user's teams (outsiders get 404 and nothing
+changes), responders acknowledge and resolve, viewers and auditors read only, admins write
+rules and channels whose secrets never come back."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from latencyboard.alerts.models import Alert, AlertEvent, AlertStatus, Channel, Rule
+from latencyboard.alerts.services import record_event
+from latencyboard.teams.models import Role
+from tests.factories import make_team, make_user
+from tests.latencyboard.alerts.scenes import NOW, Scene, make_scene
+
+pytestmark = pytest.mark.django_db
+
+
+EVIDENCE = {
+    "detector": "regression",
+    "quantile": "p99",
+    "baseline": {"estimate": 20.0, "low": 19.6, "high": 20.4},
+    "current": {"estimate": 30.0, "low": 28.1, "high": None},
+    "baseline_n": 48000,
+    "n": 1200,
+    "k": 95,
+    "threshold_ms": 20.3,
+    "p_value": 1.2e-40,
+    "effect_ms": 10.0,
+    "effect_percent": 50.0,
+    "grew_most": "model_forward",
+    "mix": None,
+    "window_start": "2026-03-10T11:50:00+00:00",
+    "window_end": "2026-03-10T12:00:00+00:00",
+}
+
+
+def firing(scene: Scene) -> Alert:
+    alert = Alert.objects.create(
+        rule=scene.rule,
+        pipeline=scene.pipeline,
+        stage=scene.stage,
+        dedup_key="k-1",
+        status=AlertStatus.FIRING,
+        summary="fraud-scorer · model_forward: p99 20.0 → 30.0 ms (+50%)",
+        evidence={"regression": EVIDENCE},
+        started_at=NOW,
+    )
+    record_event(alert, "", AlertStatus.FIRING, NOW)
+    return alert
+
+
+@pytest.mark.parametrize("role", [Role.ONCALL, Role.ADMIN])
+def test_responders_acknowledge_and_the_receivers_are_told(client, role):
+    scene = make_scene()
+    alert = firing(scene)
+    user = make_user(scene.team, role)
+    client.force_login(user)
+
+    answer = client.post(reverse("api-alert-ack", kwargs={"alert_id": alert.pk}))
+
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "acknowledged"
+    event = alert.events.get(to_status="acknowledged")
+    assert (event.from_status, event.to_status, event.who) == ("firing", "acknowledged", user)
+    assert event.deliveries.count() == 1
+
+
+@pytest.mark.parametrize("role", [Role.VIEWER, Role.AUDITOR])
+def test_viewers_and_auditors_cannot_acknowledge_or_resolve(client, role):
+    scene = make_scene()
+    alert = firing(scene)
+    client.force_login(make_user(scene.team, role))
+
+    ack = client.post(reverse("api-alert-ack", kwargs={"alert_id": alert.pk}))
+    resolve = client.post(reverse("api-alert-resolve", kwargs={"alert_id": alert.pk}))
+    page_ack = client.post(reverse("alerts:ack", kwargs={"alert_id": alert.pk}))
+
+    assert (ack.status_code, resolve.status_code, page_ack.status_code) == (403, 403, 403)
+    alert.refresh_from_db()
+    assert alert.status == "firing"
+    assert AlertEvent.objects.count() == 1
+
+
+def test_an_outsider_sees_no_alert_and_changes_nothing(client):
+    scene = make_scene()
+    alert = firing(scene)
+    client.force_login(make_user(make_team("other"), Role.ADMIN))
+    kwargs = {"alert_id": alert.pk}
+
+    listed = client.get(reverse("api-alerts"))
+    answers = [
+        client.get(reverse("api-alert", kwargs=kwargs)).status_code,
+        client.post(reverse("api-alert-ack", kwargs=kwargs)).status_code,
+        client.post(reverse("api-alert-resolve", kwargs=kwargs)).status_code,
+        client.get(reverse("alerts:detail", kwargs=kwargs)).status_code,
+        client.post(reverse("alerts:ack", kwargs=kwargs)).status_code,
+        client.post(
+            reverse("alerts:silence", kwargs=kwargs), {"minutes": 60, "reason": "x"}
+        ).status_code,
+        client.get(reverse("api-alert-rule", kwargs={"rule_id": scene.rule.pk})).status_code,
+        client.get(
+            reverse("api-alert-channel", kwargs={"channel_id": scene.channel.pk})
+        ).status_code,
+    ]
+    page = client.get(reverse("alerts:oncall"))
+
+    assert listed.json() == []
+    assert answers == [404] * 8
+    assert alert.summary not in page.content.decode()
+    alert.refresh_from_db()
+    assert alert.status == "firing"
+    assert AlertEvent.objects.count() == 1
+
+
+def test_acknowledging_twice_answers_409_the_second_time(client):
+    scene = make_scene()
+    alert = firing(scene)
+    client.force_login(make_user(scene.team, Role.ONCALL))
+    url = reverse("api-alert-ack", kwargs={"alert_id": alert.pk})
+
+    client.post(url)
+    again = client.post(url)
+
+    assert again.status_code == 409
+    assert again.json() == {
+        "detail": "The alert is acknowledged, not firing.",
+        "status": "acknowledged",
+    }
+
+
+def test_resolving_by_hand_records_who_and_the_note(client):
+    scene = make_scene()
+    alert = firing(scene)
+    user = make_user(scene.team, Role.ONCALL)
+    client.force_login(user)
+
+    answer = client.post(
+        reverse("api-alert-resolve", kwargs={"alert_id": alert.pk}),
+        {"note": "rolled back v8"},
+        content_type="application/json",
+    )
+
+    assert answer.status_code == 200
+    assert [(e["to_status"], e["who"], e["note"]) for e in answer.json()["events"]] == [
+        ("firing", None, ""),
+        ("resolved", user.get_username(), "rolled back v8"),
+    ]
+
+
+def test_the_list_filters_by_status_and_refuses_unknown_ones(client):
+    scene = make_scene()
+    alert = firing(scene)
+    client.force_login(make_user(scene.team, Role.VIEWER))
+
+    open_ = client.get(reverse("api-alerts"), {"status": "open"}).json()
+    resolved = client.get(reverse("api-alerts"), {"status": "resolved"}).json()
+    bad = client.get(reverse("api-alerts"), {"status": "gone"})
+
+    assert [row["id"] for row in open_] == [alert.pk]
+    assert resolved == []
+    assert bad.status_code == 400
+
+
+def test_viewer_page_shows_no_buttons_and_responder_page_does(client):
+    scene = make_scene()
+    alert = firing(scene)
+    url = reverse("alerts:detail", kwargs={"alert_id": alert.pk})
+
+    client.force_login(make_user(scene.team, Role.VIEWER))
+    viewer_page = client.get(url).content.decode()
+    client.force_login(make_user(scene.team, Role.ONCALL))
+    oncall_page = client.get(url).content.decode()
+
+    assert 'id="ack-button"' not in viewer_page
+    assert 'id="read-only"' in viewer_page
+    assert 'id="ack-button"' in oncall_page
+
+
+def test_admin_creates_a_rule_and_a_viewer_cannot(client):
+    scene = make_scene()
+    payload = {
+        "pipeline": scene.pipeline.pk,
+        "name": "tail",
+        "stages": [scene.stage.pk],
+        "channels": [scene.channel.pk],
+    }
+    client.force_login(make_user(scene.team, Role.VIEWER))
+    refused = client.post(reverse("api-alert-rules"), payload, content_type="application/json")
+    client.force_login(make_user(scene.team, Role.ADMIN))
+    created = client.post(reverse("api-alert-rules"), payload, content_type="application/json")
+
+    assert refused.status_code == 403
+    assert created.status_code == 201
+    rule = Rule.objects.get(pk=created.json()["id"])
+    assert list(rule.stages.all()) == [scene.stage]
+
+
+def test_an_admin_cannot_aim_a_rule_at_another_teams_pipeline(client):
+    scene = make_scene()
+    mine = make_team("mine")
+    client.force_login(make_user(mine, Role.ADMIN))
+
+    answer = client.post(
+        reverse("api-alert-rules"),
+        {"pipeline": scene.pipeline.pk, "name": "theirs"},
+        content_type="application/json",
+    )
+
+    assert answer.status_code == 400
+    assert answer.json()["pipeline"] == [
+        f'Invalid pk "{scene.pipeline.pk}" - object does not exist.'
+    ]
+
+
+def test_a_channel_secret_is_written_but_never_read_back(client):
+    scene = make_scene()
+    client.force_login(make_user(scene.team, Role.ADMIN))
+
+    created = client.post(
+        reverse("api-alert-channels"),
+        {
+            "team": scene.team.pk,
+            "name": "pd",
+            "kind": "pagerduty",
+            "target": "https://events.pagerduty.com/v2/enqueue",
+            "secret": "routing-key-0123456789abcdef",
+        },
+        content_type="application/json",
+    )
+    channel_id = created.json()["id"]
+    changed = client.patch(
+        reverse("api-alert-channel", kwargs={"channel_id": channel_id}),
+        {"name": "pagerduty"},
+        content_type="application/json",
+    )
+    page = client.get(reverse("alerts:settings")).content.decode()
+
+    assert created.status_code == 201
+    assert "secret" not in created.json()
+    assert changed.json()["secret_hint"] == "…cdef"
+    assert Channel.objects.get(pk=channel_id).secret == "routing-key-0123456789abcdef"
+    assert "routing-key" not in page
+
+
+def test_openapi_schema_documents_the_alerts_api(client):
+    client.force_login(make_user(make_team(), Role.VIEWER))
+
+    schema = client.get(reverse("api-schema"), {"format": "json"}).json()
+
+    assert {
+        "/api/alerts/",
+        "/api/alerts/{alert_id}/",
+        "/api/alerts/{alert_id}/ack/",
+        "/api/alerts/{alert_id}/resolve/",
+        "/api/alert-rules/",
+        "/api/alert-rules/{rule_id}/",
+        "/api/alert-channels/",
+        "/api/alert-channels/{channel_id}/",
+    } <= set(schema["paths"])

@@ -1,0 +1,239 @@
+"""Baselines and the minute evaluation on real rollup rows in PostgreSQL: one alert per
+(rule, pipeline, stage), its evidence, auto-resolve, silences and maintenance windows."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from latencyboard.alerts.baselines import compute_baselines
+from latencyboard.alerts.evaluation import evaluate_rule
+from latencyboard.alerts.models import Alert, AlertEvent, Baseline, Delivery, Silence
+from latencyboard.rollups.models import Rollup
+from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
+from tests.latencyboard.alerts.scenes import (
+    BASELINE_AT,
+    MINUTE,
+    NOW,
+    make_scene,
+    put_history,
+    put_minutes,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def test_baseline_merges_the_trailing_hourly_rollups_and_is_ready_above_the_minimum():
+    scene = make_scene()
+    put_history(scene, hours=24, per_hour=2000)
+
+    compute_baselines(BASELINE_AT)
+
+    baseline = Baseline.objects.get(pipeline=scene.pipeline, stage=scene.stage)
+    assert (baseline.n, baseline.ready) == (48_000, True)
+    assert baseline.window_end == dt.datetime(2026, 3, 10, 11, tzinfo=dt.UTC)
+    assert baseline.window_start == dt.datetime(2026, 3, 3, 11, tzinfo=dt.UTC)
+
+
+def test_a_baseline_under_the_minimum_is_not_ready_and_fires_nothing(settings):
+    settings.ALERT_BASELINE_MIN_COUNT = 50_000
+    scene = make_scene()
+    put_history(scene)
+    put_minutes(scene, 10, scale=2.0)
+    compute_baselines(BASELINE_AT)
+
+    evaluate_rule(scene.rule.pk, NOW)
+
+    assert Baseline.objects.get(stage=scene.stage).ready is False
+    assert Alert.objects.count() == 0
+
+
+def test_a_slower_stage_fires_one_alert_with_its_evidence_and_queues_its_notification():
+    scene = make_scene()
+    put_history(scene)
+    put_minutes(scene, 10, scale=1.5)
+    compute_baselines(BASELINE_AT)
+
+    evaluate_rule(scene.rule.pk, NOW)
+    evaluate_rule(scene.rule.pk, NOW + MINUTE)
+
+    alert = Alert.objects.get()
+    assert (alert.stage, alert.status) == (scene.stage, "firing")
+    assert alert.dedup_key == (
+        f"latencyboard-rule{scene.rule.pk}-pipeline{scene.pipeline.pk}-stage{scene.stage.pk}"
+    )
+    found = alert.evidence["regression"]
+    assert found["grew_most"] == "model_forward"
+    assert found["n"] == 1200
+    assert found["effect_percent"] >= 20.0
+    assert found["p_value"] < 1e-5
+    assert found["current"]["low"] > found["baseline"]["high"]
+    assert alert.summary.startswith("fraud-scorer · model_forward: p")
+    assert list(AlertEvent.objects.values_list("from_status", "to_status", "who")) == [
+        ("", "firing", None)
+    ]
+    assert list(Delivery.objects.values_list("channel", "status")) == [
+        (scene.channel.pk, "pending")
+    ]
+
+
+def test_an_unchanged_stage_fires_nothing():
+    scene = make_scene()
+    put_history(scene)
+    put_minutes(scene, 10, scale=1.0)
+    compute_baselines(BASELINE_AT)
+
+    evaluate_rule(scene.rule.pk, NOW)
+
+    assert Alert.objects.count() == 0
+
+
+def fire(scene) -> Alert:
+    put_history(scene)
+    put_minutes(scene, 10, scale=1.5)
+    compute_baselines(BASELINE_AT)
+    evaluate_rule(scene.rule.pk, NOW)
+    return Alert.objects.get()
+
+
+def test_the_alert_resolves_after_five_clean_evaluations_and_not_before():
+    scene = make_scene()
+    fire(scene)
+    Rollup.objects.filter(resolution="minute").delete()
+    later = NOW + 30 * MINUTE
+    put_minutes(scene, 15, scale=1.0, now=later + 5 * MINUTE)
+
+    for minute in range(4):
+        evaluate_rule(scene.rule.pk, later + minute * MINUTE)
+    status_after_four = Alert.objects.get().status
+    evaluate_rule(scene.rule.pk, later + 4 * MINUTE)
+
+    assert status_after_four == "firing"
+    alert = Alert.objects.get()
+    assert (alert.status, alert.resolved_at) == ("resolved", later + 4 * MINUTE)
+    assert list(alert.events.values_list("from_status", "to_status")) == [
+        ("", "firing"),
+        ("firing", "resolved"),
+    ]
+    assert Delivery.objects.count() == 2
+
+
+def test_evaluations_without_traffic_neither_fire_nor_resolve():
+    scene = make_scene()
+    fire(scene)
+    Rollup.objects.filter(resolution="minute").delete()
+
+    for minute in range(10):
+        evaluate_rule(scene.rule.pk, NOW + minute * MINUTE)
+
+    assert Alert.objects.get().status == "firing"
+
+
+def test_a_silence_holds_the_notification_but_the_alert_still_fires():
+    scene = make_scene()
+    Silence.objects.create(
+        pipeline=scene.pipeline,
+        stage=scene.stage,
+        until=NOW + dt.timedelta(hours=1),
+        reason="deploying v8",
+        created_at=NOW,
+    )
+
+    alert = fire(scene)
+
+    assert alert.status == "firing"
+    assert Delivery.objects.count() == 0
+    assert alert.events.get().note.endswith(
+        "(notifications held: silenced until 2026-03-10 13:00 UTC: deploying v8)"
+    )
+
+
+def test_an_expired_silence_holds_nothing():
+    scene = make_scene()
+    Silence.objects.create(rule=scene.rule, until=NOW, reason="over", created_at=NOW)
+
+    fire(scene)
+
+    assert Delivery.objects.count() == 1
+
+
+def test_an_sla_maintenance_window_of_the_pipeline_holds_the_notification():
+    scene = make_scene()
+    MaintenanceWindow.objects.create(
+        pipeline=scene.pipeline,
+        start=NOW - dt.timedelta(hours=1),
+        end=NOW + dt.timedelta(hours=1),
+        reason="GPU node swap",
+        created_at=NOW,
+    )
+
+    alert = fire(scene)
+
+    assert Delivery.objects.count() == 0
+    assert "maintenance: GPU node swap" in alert.events.get().note
+
+
+THREE_DAYS = 4320
+
+
+@pytest.mark.parametrize(
+    ("bad_minutes", "bad_per_10k", "fires"),
+    [
+        pytest.param(60, 144, True, id="14.4x-over-1h-fires"),
+        pytest.param(60, 143, False, id="14.3x-over-1h-does-not"),
+        pytest.param(360, 60, True, id="6x-over-6h-fires"),
+        pytest.param(360, 59, False, id="5.9x-over-6h-does-not"),
+    ],
+)
+def test_burn_rate_fires_at_the_sre_workbook_thresholds_from_exact_counters(
+    bad_minutes, bad_per_10k, fires
+):
+    scene = make_scene(regression=False, burn_rate=True)
+    objective = Objective.objects.create(
+        team=scene.team,
+        pipeline=scene.pipeline,
+        stage=scene.stage,
+        name="fast forward",
+        threshold_ms=50,
+        target_percent=Decimal("99.9"),
+    )
+    end = NOW.replace(second=0)
+    SlaMinute.objects.bulk_create(
+        SlaMinute(
+            objective=objective,
+            minute=end - (m + 1) * MINUTE,
+            good=10_000 - (bad_per_10k if m < bad_minutes else 0),
+            total=10_000,
+        )
+        for m in range(THREE_DAYS)
+    )
+
+    evaluate_rule(scene.rule.pk, NOW)
+
+    assert Alert.objects.filter(status="firing").count() == (1 if fires else 0)
+
+
+def test_burn_rate_leaves_out_the_minutes_of_maintenance_windows():
+    scene = make_scene(regression=False, burn_rate=True)
+    objective = Objective.objects.create(
+        team=scene.team,
+        pipeline=scene.pipeline,
+        stage=scene.stage,
+        name="fast forward",
+        threshold_ms=50,
+        target_percent=Decimal("99.9"),
+    )
+    end = NOW.replace(second=0)
+    SlaMinute.objects.bulk_create(
+        SlaMinute(objective=objective, minute=end - (m + 1) * MINUTE, good=9_000, total=10_000)
+        for m in range(60)
+    )
+    MaintenanceWindow.objects.create(
+        objective=objective, start=end - 60 * MINUTE, end=end, reason="load test", created_at=NOW
+    )
+
+    evaluate_rule(scene.rule.pk, NOW)
+
+    assert Alert.objects.count() == 0

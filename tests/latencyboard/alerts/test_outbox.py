@@ -1,0 +1,180 @@
+"""The outbox's retry schedule with a scripted transport (the schedule only), and one
+delivery end to end through the notifications transport to a receiver on loopback."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.utils import timezone
+
+from latencyboard.alerts.backoff import Schedule
+from latencyboard.alerts.models import Alert, AlertStatus, Delivery
+from latencyboard.alerts.outbox import send_due
+from latencyboard.alerts.services import record_event
+from latencyboard.notifications.notice import Action, Attempt, Notice, Verdict
+from tests.latencyboard.alerts.scenes import NOW, Scene, make_scene
+
+pytestmark = pytest.mark.django_db
+
+
+class Clock:
+    def __init__(self, at: dt.datetime) -> None:
+        self.at = at
+
+    def __call__(self) -> dt.datetime:
+        return self.at
+
+
+class Scripted:
+    """A transport answering the given attempts in turn, recording what it was handed."""
+
+    def __init__(self, *answers: Attempt) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[str, str, str, Notice, float]] = []
+
+    def __call__(self, kind: str, target: str, secret: str, notice: Notice, timeout: float):
+        self.calls.append((kind, target, secret, notice, timeout))
+        return self.answers.pop(0)
+
+
+def queued(scene: Scene, at: dt.datetime = NOW) -> Delivery:
+    alert = Alert.objects.create(
+        rule=scene.rule,
+        pipeline=scene.pipeline,
+        stage=scene.stage,
+        dedup_key="k-1",
+        status=AlertStatus.FIRING,
+        summary="fraud-scorer · model_forward: p99 20.0 → 30.0 ms (+50%)",
+        started_at=at,
+    )
+    record_event(alert, "", AlertStatus.FIRING, at, note="fired")
+    return Delivery.objects.get()
+
+
+RETRY_503 = Attempt(Verdict.RETRY, 503, "503 Service Unavailable")
+OK = Attempt(Verdict.DELIVERED, 200, "200 OK")
+
+
+def test_a_receiver_answering_503_three_times_gets_it_on_the_fourth_try_after_backoff():
+    scene = make_scene()
+    delivery = queued(scene)
+    transport = Scripted(RETRY_503, RETRY_503, RETRY_503, OK)
+    clock = Clock(NOW)
+    schedule = Schedule(base_s=10, cap_s=3600, max_attempts=8)
+    waits = []
+
+    for _ in range(4):
+        send_due(clock, transport, schedule)
+        delivery.refresh_from_db()
+        waits.append((delivery.next_attempt_at - clock.at).total_seconds())
+        assert send_due(clock, transport, schedule) == 0  # not due again yet
+        clock.at = delivery.next_attempt_at
+
+    assert waits[:3] == [10.0, 20.0, 40.0]
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == (
+        "delivered",
+        4,
+        200,
+    )
+    assert len(transport.calls) == 4
+    kind, target, secret, notice, _ = transport.calls[0]
+    assert (kind, target, secret) == ("webhook", "http://127.0.0.1:9/", "s")
+    assert (notice.action, notice.dedup_key, notice.stage) == (
+        Action.TRIGGER,
+        "k-1",
+        "model_forward",
+    )
+
+
+def test_retry_after_pushes_the_next_attempt_later():
+    scene = make_scene()
+    delivery = queued(scene)
+    transport = Scripted(Attempt(Verdict.RETRY, 429, "429 Too Many Requests", retry_after_s=120))
+
+    send_due(Clock(NOW), transport, Schedule(base_s=10))
+
+    delivery.refresh_from_db()
+    assert delivery.status == "retrying"
+    assert delivery.next_attempt_at == NOW + dt.timedelta(seconds=120)
+
+
+def test_a_400_gives_up_at_once_and_says_why():
+    scene = make_scene()
+    delivery = queued(scene)
+    transport = Scripted(Attempt(Verdict.FAILED, 400, "400 Bad Request: no such channel"))
+
+    send_due(Clock(NOW), transport)
+    later = send_due(Clock(NOW + dt.timedelta(days=1)), transport)
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.detail) == (
+        "failed",
+        1,
+        "400 Bad Request: no such channel",
+    )
+    assert later == 0
+
+
+def test_retries_stop_after_the_last_attempt():
+    scene = make_scene()
+    delivery = queued(scene)
+    transport = Scripted(RETRY_503, RETRY_503, RETRY_503)
+    clock = Clock(NOW)
+
+    for _ in range(3):
+        send_due(clock, transport, Schedule(base_s=1, max_attempts=3))
+        clock.at += dt.timedelta(hours=1)
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("failed", 3)
+    assert delivery.detail == "gave up after 3 attempts: 503 Service Unavailable"
+
+
+class Receiver(BaseHTTPRequestHandler):
+    bodies: list[bytes] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers["Content-Length"])
+        Receiver.bodies.append(self.rfile.read(length))
+        self.send_response(202)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    Receiver.bodies = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook"
+    server.shutdown()
+
+
+def test_a_firing_alert_reaches_a_webhook_on_loopback_through_the_real_transport(receiver):
+    scene = make_scene()
+    scene.channel.target = receiver
+    scene.channel.save()
+    delivery = queued(scene, at=timezone.now())
+
+    send_due(timezone.now)
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("delivered", 1)
+    assert len(Receiver.bodies) == 1
+    assert "k-1" in json.dumps(json.loads(Receiver.bodies[0]))
+
+
+def test_an_empty_outbox_sends_nothing_and_needs_no_transport():
+    make_scene()
+
+    sent = send_due(Clock(NOW))
+
+    assert sent == 0
