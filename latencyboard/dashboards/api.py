@@ -5,7 +5,6 @@ pipeline is a 404."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -27,7 +26,6 @@ from latencyboard.dashboards.serializers import (
 )
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.queries import END_TO_END
-from latencyboard.rollups.share_queries import StageBreakdown, stage_breakdown
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")
@@ -48,12 +46,6 @@ def _params(serializer: type[WindowQuerySerializer], request: Request) -> dict[s
     return dict(query.validated_data)
 
 
-@dataclass(frozen=True, slots=True)
-class _Breakdown:
-    summary: StageBreakdown
-    series: queries.ShareSeries
-
-
 class StageBreakdownView(APIView):
     """Where a pipeline's end-to-end time goes, stage by stage."""
 
@@ -69,10 +61,7 @@ class StageBreakdownView(APIView):
         pipeline = _pipeline(request, pipeline_id)
         params = _params(WindowQuerySerializer, request)
         start, end = params["start"], params["end"]
-        breakdown = _Breakdown(
-            stage_breakdown(pipeline, start, end),
-            queries.share_series(pipeline, start, end, params["step"]),
-        )
+        breakdown = queries.breakdown(pipeline, start, end, params["step"])
         return Response(StageBreakdownSerializer(breakdown).data)
 
 

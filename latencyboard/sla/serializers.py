@@ -22,7 +22,6 @@ from latencyboard.sla.models import (
     Objective,
     Window,
 )
-from latencyboard.teams.queries import teams_of
 
 
 class ObjectiveSerializer(serializers.ModelSerializer[Objective]):
@@ -46,14 +45,14 @@ class _MyPipelineField(serializers.PrimaryKeyRelatedField[Pipeline]):
     """A pipeline of one of the requesting user's teams; others read as nonexistent."""
 
     def get_queryset(self) -> QuerySet[Pipeline]:
-        return Pipeline.objects.filter(team__in=teams_of(self.context["request"].user))
+        return Pipeline.objects.visible_to(self.context["request"].user)
 
 
 class _MyStageField(serializers.PrimaryKeyRelatedField[Stage]):
     """A stage of one of the requesting user's teams' pipelines; others read as nonexistent."""
 
     def get_queryset(self) -> QuerySet[Stage]:
-        return Stage.objects.filter(pipeline__team__in=teams_of(self.context["request"].user))
+        return Stage.objects.visible_to(self.context["request"].user)
 
 
 class ObjectiveCreateSerializer(serializers.Serializer[Objective]):
