@@ -102,7 +102,7 @@ def _detail(
 ) -> HttpResponse:
     now = timezone.now()
     budget = queries.window_budget(objective, now)
-    series_url = reverse("sla-attainment", kwargs={"pk": objective.pk})
+    series_url = reverse("sla-attainment", kwargs={"objective_id": objective.pk})
     query = {
         "start": _iso(budget.window.start),
         "end": _iso(budget.window.end),
