@@ -12,6 +12,7 @@ import numpy.typing as npt
 from rest_framework import serializers
 
 from latencyboard import bounds
+from latencyboard.moments import iso_utc
 from latencyboard.rollups import windows
 from latencyboard.rollups.queries import (
     DEFAULT_QUANTILES,
@@ -249,13 +250,13 @@ def percentile_series_data(result: PercentileSeries) -> dict[str, Any]:
         "segments": [
             {
                 "resolution": segment.resolution,
-                "start": _iso(segment.start),
-                "end": _iso(segment.end),
+                "start": iso_utc(segment.start),
+                "end": iso_utc(segment.end),
             }
             for segment in result.segments
         ],
-        "start": _iso(result.start),
-        "end": _iso(result.end),
+        "start": iso_utc(result.start),
+        "end": iso_utc(result.end),
         "step_seconds": result.step_seconds,
         "quantiles": list(result.quantiles),
         "method": result.method,
@@ -284,7 +285,3 @@ def _figure_values(figures: LatencyFigures) -> npt.NDArray[np.object_]:
     values = floats.astype(object)
     values[np.isnan(floats)] = None
     return np.concatenate([figures.n[..., None].astype(object), values], axis=-1)
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -9,6 +9,7 @@ from typing import Any, Final
 from rest_framework import serializers
 
 from latencyboard import bounds
+from latencyboard.moments import iso_utc
 from latencyboard.traces import ids
 from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT, Exemplars
 from latencyboard.traces.queries import (
@@ -318,8 +319,8 @@ class TraceWaterfallSerializer(serializers.Serializer):
 def trace_search_data(result: TraceSearch) -> dict[str, Any]:
     """The JSON body for ``result``, in the shape :class:`TraceSearchSerializer` shows."""
     return {
-        "start": _iso(result.filters.start),
-        "end": _iso(result.filters.end),
+        "start": iso_utc(result.filters.start),
+        "end": iso_utc(result.filters.end),
         "limit": result.filters.limit,
         "more": result.more,
         "traces": [trace_summary_data(trace) for trace in result.traces],
@@ -333,8 +334,8 @@ def exemplars_data(result: Exemplars) -> dict[str, Any]:
         "stage": None
         if result.stage_id is None
         else {"id": result.stage_id, "name": result.stage_name},
-        "minute": _iso(result.minute),
-        "end": _iso(result.minute_end),
+        "minute": iso_utc(result.minute),
+        "end": iso_utc(result.minute_end),
         "quantile": result.quantile,
         "n": result.n,
         "quantile_ms": result.quantile_ms,
@@ -348,7 +349,7 @@ def trace_summary_data(trace: TraceSummary) -> dict[str, Any]:
         "span_id": trace.span_hex,
         "pipeline": {"id": trace.pipeline_id, "name": trace.pipeline_name},
         "name": trace.name,
-        "start_time": _iso(trace.start_time),
+        "start_time": iso_utc(trace.start_time),
         "duration_ms": trace.duration_ms,
         "status": "error" if trace.is_error else "ok",
         "status_message": trace.status_message,
@@ -377,7 +378,7 @@ def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
                 "kind": KIND_NAMES.get(span.kind, str(span.kind)),
                 "status": STATUS_NAMES.get(span.status_code, str(span.status_code)),
                 "status_message": span.status_message,
-                "start_time": _iso(span.start_time),
+                "start_time": iso_utc(span.start_time),
                 "offset_ms": row.offset_ns / 1e6,
                 "duration_ms": row.duration_ns / 1e6,
                 "self_ms": row.self_ns / 1e6,
@@ -390,14 +391,10 @@ def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
         )
     return {
         "trace_id": ids.trace_hex(result.trace_id),
-        "start_time": _iso(result.start_time),
+        "start_time": iso_utc(result.start_time),
         "duration_ms": result.waterfall.duration_ns / 1e6,
         "span_count": len(spans),
         "truncated": result.truncated,
         "critical_path": [position[index] for index in result.waterfall.critical_path],
         "spans": spans,
     }
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
