@@ -24,8 +24,8 @@ from latencyboard.dashboards.serializers import (
     StageBreakdownSerializer,
     WindowQuerySerializer,
 )
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups.queries import END_TO_END
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")

@@ -14,6 +14,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import EmptyResultSet
 from django.db.models import QuerySet
 
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import windows
 from latencyboard.sketches import batch as sketch_batch
@@ -21,8 +22,6 @@ from latencyboard.sketches import buckets as sketch_buckets
 from latencyboard.storage import rollup_reads
 
 DEFAULT_QUANTILES: Final = (0.5, 0.9, 0.95, 0.99, 0.999)
-END_TO_END: Final = "end-to-end"
-"""Name of the series of a pipeline's root spans (``stage`` is None)."""
 
 
 class InvalidPercentileQuery(ValueError):

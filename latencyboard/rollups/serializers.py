@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from latencyboard import bounds
 from latencyboard.moments import iso_utc
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.rollups import windows
 from latencyboard.rollups.queries import (
     DEFAULT_QUANTILES,
@@ -20,7 +21,6 @@ from latencyboard.rollups.queries import (
     PercentileSeries,
 )
 
-END_TO_END_STAGE: Final = "e2e"
 DEFAULT_WINDOW: Final = "1d"
 MAX_QUANTILES: Final = 10
 _DURATION = re.compile(r"(\d{1,6})([mhd])")
@@ -53,7 +53,7 @@ class PercentileQuerySerializer(serializers.Serializer):
 
     stages = serializers.CharField(
         required=False,
-        help_text=f"Comma-separated stage ids of this pipeline; `{END_TO_END_STAGE}` is the "
+        help_text=f"Comma-separated stage ids of this pipeline; `{END_TO_END}` is the "
         "end-to-end latency. Default: end-to-end and every stage.",
     )
     start = bounds.MomentField(
@@ -82,13 +82,13 @@ class PercentileQuerySerializer(serializers.Serializer):
         stages: list[int | None] = []
         for token in value.split(","):
             token = token.strip()
-            if token == END_TO_END_STAGE:
+            if token == END_TO_END:
                 stages.append(None)
             elif _STAGE_ID.fullmatch(token):
                 stages.append(int(token))
             else:
                 raise serializers.ValidationError(
-                    f"'{token}' is neither a stage id nor {END_TO_END_STAGE}."
+                    f"'{token}' is neither a stage id nor {END_TO_END}."
                 )
         return stages
 
@@ -122,17 +122,11 @@ class PercentileQuerySerializer(serializers.Serializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         window = attrs.pop("window", None)
-        start, end = attrs.get("start"), attrs.get("end")
-        if window is not None and (start is not None or end is not None):
-            raise serializers.ValidationError(
-                {"window": ["Give either window or start and end, not both."]}
-            )
-        if (start is None) != (end is None):
-            missing = "end" if end is None else "start"
-            raise serializers.ValidationError({missing: ["Give start and end together."]})
-        if start is None or end is None:
-            now: dt.datetime = self.context["now"]
-            start, end = now - (window or _duration(DEFAULT_WINDOW)), now
+        now: dt.datetime = self.context["now"]
+        start, end = bounds.given_window(attrs, window=window is not None) or (
+            now - (window or _duration(DEFAULT_WINDOW)),
+            now,
+        )
         try:
             windows.check_window(start, end)
         except ValueError as exc:

@@ -107,13 +107,7 @@ class AttainmentQuerySerializer(serializers.Serializer[Any]):
         return step
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        given = {name for name in ("start", "end") if name in attrs}
-        if given and "window" in attrs:
-            raise serializers.ValidationError("Give start and end, or window, not both.")
-        if len(given) == 1:
-            missing = ({"start", "end"} - given).pop()
-            raise serializers.ValidationError({missing: "Give start and end together."})
-        if not given:
+        if bounds.given_window(attrs, window="window" in attrs) is None:
             kind = _WINDOW_PARAMS.get(attrs.get("window", ""), self.context["default_window"])
             window = maths.objective_window(kind, self.context["now"])
             attrs["start"], attrs["end"] = window.start, window.end

@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from latencyboard import bounds
 from latencyboard.moments import iso_utc
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.traces import ids
 from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT, Exemplars
 from latencyboard.traces.queries import (
@@ -24,7 +25,6 @@ from latencyboard.traces.queries import (
 )
 from latencyboard.traces.waterfall_queries import TraceWaterfall
 
-END_TO_END_STAGE: Final = "e2e"
 DEFAULT_QUANTILE: Final = 0.99
 MAX_EXEMPLARS: Final = 20
 KIND_NAMES: Final = {
@@ -54,7 +54,7 @@ class TraceSearchQuerySerializer(serializers.Serializer):
     stage = serializers.CharField(
         required=False,
         help_text="Stage id: only traces having a span of this stage; min_ms/max_ms then "
-        f"bound that span's duration. `{END_TO_END_STAGE}` (the root spans) is the same as "
+        f"bound that span's duration. `{END_TO_END}` (the root spans) is the same as "
         "no stage.",
     )
     start = bounds.MomentField(
@@ -113,17 +113,12 @@ class TraceSearchQuerySerializer(serializers.Serializer):
         return window
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        start, end, window = attrs.get("start"), attrs.get("end"), attrs.get("window")
-        if window is not None and (start is not None or end is not None):
-            raise serializers.ValidationError(
-                {"window": ["Give either window or start and end, not both."]}
-            )
-        if (start is None) != (end is None):
-            missing = "end" if end is None else "start"
-            raise serializers.ValidationError({missing: ["Give start and end together."]})
-        if start is None or end is None:
-            now: dt.datetime = self.context["now"]
-            start, end = now - (window or DEFAULT_WINDOW), now
+        window = attrs.get("window")
+        now: dt.datetime = self.context["now"]
+        start, end = bounds.given_window(attrs, window=window is not None) or (
+            now - (window or DEFAULT_WINDOW),
+            now,
+        )
         return {
             "start": start.astimezone(dt.UTC),
             "end": end.astimezone(dt.UTC),
@@ -143,8 +138,8 @@ class ExemplarQuerySerializer(serializers.Serializer):
 
     pipeline = serializers.IntegerField(min_value=1, help_text="Pipeline id.")
     stage = serializers.CharField(
-        default=END_TO_END_STAGE,
-        help_text=f"Stage id, or `{END_TO_END_STAGE}` for the root spans (end to end).",
+        default=END_TO_END,
+        help_text=f"Stage id, or `{END_TO_END}` for the root spans (end to end).",
     )
     minute = bounds.MomentField(
         help_text="The minute, ISO 8601; seconds are dropped (UTC unless an offset is given). "
@@ -202,12 +197,10 @@ class ExemplarQuerySerializer(serializers.Serializer):
 
 def _stage(value: str) -> int | None:
     """A stage id, or None for the end-to-end latency (the root spans)."""
-    if value == END_TO_END_STAGE:
+    if value == END_TO_END:
         return None
     if not _STAGE_ID.fullmatch(value):
-        raise serializers.ValidationError(
-            f"'{value}' is neither a stage id nor {END_TO_END_STAGE}."
-        )
+        raise serializers.ValidationError(f"'{value}' is neither a stage id nor {END_TO_END}.")
     return int(value)
 
 

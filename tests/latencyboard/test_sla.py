@@ -682,7 +682,7 @@ def test_attainment_endpoint_defaults_to_the_objectives_window(client, scene):
         pytest.param({"end": "2026-11-02T10:00:00Z"}, "start", id="end-without-start"),
         pytest.param(
             {"start": "2026-11-02T10:00:00Z", "end": "2026-11-02T11:00:00Z", "window": "28d"},
-            "non_field_errors",
+            "window",
             id="range-and-window",
         ),
         pytest.param(

@@ -430,13 +430,13 @@ def test_search_api_refuses_bad_parameters(client, scene, params, field):
     assert list(response.json()) == [field]
 
 
-def test_search_api_takes_e2e_as_no_stage(client, scene):
+def test_search_api_takes_end_to_end_as_no_stage(client, scene):
     client.force_login(scene.member)
     window = {"start": iso(T0), "end": iso(T0 + HOUR)}
 
-    e2e = client.get("/api/traces/", {**window, "stage": "e2e"})
+    end_to_end = client.get("/api/traces/", {**window, "stage": "end-to-end"})
 
-    assert e2e.json() == client.get("/api/traces/", window).json()
+    assert end_to_end.json() == client.get("/api/traces/", window).json()
 
 
 def test_search_api_hides_other_teams_pipelines_and_stages(client, scene):
@@ -563,7 +563,12 @@ def test_exemplars_api(client, scene, busy_minute):
 
     response = client.get(
         "/api/traces/exemplars/",
-        {"pipeline": scene.fraud.pk, "stage": "e2e", "minute": iso(MINUTE), "quantile": "0.99"},
+        {
+            "pipeline": scene.fraud.pk,
+            "stage": "end-to-end",
+            "minute": iso(MINUTE),
+            "quantile": "0.99",
+        },
     )
     near = client.get(
         "/api/traces/exemplars/",
