@@ -12,7 +12,8 @@ urlpatterns = [
         PipelinePercentilesView.as_view(),
         name="api-pipeline-percentiles",
     ),
-    path("", include("latencyboard.sla.urls")),
+    path("", include("latencyboard.dashboards.api_urls")),
+    path("", include("latencyboard.sla.api_urls")),
     path("", include("latencyboard.traces.api_urls")),
     path("", include("latencyboard.compare.api_urls")),
 ]
