@@ -275,9 +275,10 @@ def stored_rows(
 
 
 def _stored(bounds: rollup_reads.RowBounds) -> dict[windows.Resolution, windows.StoredRows | None]:
+    kept = {resolution: bounds[resolution] for resolution in windows.RESOLUTIONS}
     return {
-        resolution: None if bounds[resolution] is None else windows.StoredRows(*bounds[resolution])
-        for resolution in windows.RESOLUTIONS
+        resolution: None if found is None else windows.StoredRows(*found)
+        for resolution, found in kept.items()
     }
 
 

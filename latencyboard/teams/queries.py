@@ -14,10 +14,11 @@ def teams_of(user: User | AnonymousUser, *roles: Role) -> QuerySet[Team]:
     their ``visible_to`` (``Pipeline.objects.visible_to(user)``)."""
     if not user.is_authenticated:
         return Team.objects.none()
-    memberships = {"memberships__user": user}
-    if roles:
-        memberships["memberships__role__in"] = roles
-    return Team.objects.filter(**memberships).order_by("name")
+    # One filter() call: both conditions hold for the same membership row.
+    of_user = Team.objects.filter(
+        memberships__user=user, **({"memberships__role__in": roles} if roles else {})
+    )
+    return of_user.order_by("name")
 
 
 def has_role(user: User | AnonymousUser, team: Team, *roles: Role) -> bool:

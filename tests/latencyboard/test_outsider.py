@@ -270,7 +270,7 @@ def test_an_outsider_gets_nothing_of_another_team_from_any_route(secret, outside
                     answers.append((route, persona, "post form", send(path, body)))
 
     # then no answer is a server error or shows anything of A's
-    failures = []
+    failures: list[tuple[str, str, str, int, object]] = []
     for route, persona, method, response in answers:
         body = response.content.decode(errors="replace")
         shown = [marker for marker in secret.markers if marker in body]
