@@ -12,7 +12,7 @@ on) and Redis (folds announce on the live channel, as in production):
 2. **Fold.** One worker: ``fold_pending_batches`` until nothing is pending, then
    ``compact_rollups`` (minute rows to hours and days, retention). Then VACUUM ANALYZE, as
    autovacuum would have done by the time anyone looks at a dashboard.
-3. **API.** ``GET /api/pipelines/{id}/percentiles/?window=7d&step=1h&stages=e2e,<6 stages>
+3. **API.** ``GET /api/pipelines/{id}/percentiles/?window=7d&step=1h&stages=end-to-end,<6 stages>
    &q=0.5,0.95,0.99,0.999`` through Django's test Client (production settings, a logged-in
    team viewer), 3 warm-ups then ``--requests`` timed, on the pipeline with the most spans
    in the window.
@@ -217,6 +217,7 @@ def query_phase(team_id: int, requests: int, exact_runs: int) -> dict[str, Any]:
     from django.test import Client
     from django.utils import timezone
 
+    from latencyboard.pipelines.mapping import END_TO_END
     from latencyboard.pipelines.models import Pipeline, Stage
     from latencyboard.teams.models import Role, Team
     from latencyboard.teams.services import add_member
@@ -239,7 +240,7 @@ def query_phase(team_id: int, requests: int, exact_runs: int) -> dict[str, Any]:
 
     def path(pipeline_id: int) -> str:
         stages = Stage.objects.filter(pipeline_id=pipeline_id).order_by("pk")
-        ids = ",".join(["e2e", *(str(s.pk) for s in stages)])
+        ids = ",".join([END_TO_END, *(str(s.pk) for s in stages)])
         return f"/api/pipelines/{pipeline_id}/percentiles/?window=7d&step=1h&stages={ids}&q={q}"
 
     timed_id = busiest[0][0]
@@ -347,7 +348,8 @@ def report(figures: dict[str, Any]) -> None:
         f"{fold_['compact_days']:,} day rows); VACUUM ANALYZE {fold_['vacuum_seconds']:.0f} s"
     )
     print(
-        f"query: {query['pipeline']}, 7 d x (e2e + 6 stages) x {len(QUANTILES)} quantiles at 1 h "
+        f"query: {query['pipeline']}, 7 d x (end-to-end + 6 stages) x {len(QUANTILES)} "
+        "quantiles at 1 h "
         f"= {query['points']} points, {query['spans_in_window']:,} spans in the window, "
         f"rollup segments {query['segments']}"
     )

@@ -49,6 +49,24 @@ def validate_duration(duration: dt.timedelta) -> None:
         )
 
 
+def given_window(attrs: dict[str, Any], *, window: bool) -> tuple[dt.datetime, dt.datetime] | None:
+    """The ``start`` and ``end`` of a query's validated ``attrs``, in UTC, or None when
+    neither is given; ``window`` says whether the query named a window instead, which may not
+    be combined with them. One rule for every API that takes either: a 400 naming the
+    parameter at fault for a window with start or end, or one of start and end alone."""
+    start, end = attrs.get("start"), attrs.get("end")
+    if window and (start is not None or end is not None):
+        raise serializers.ValidationError(
+            {"window": ["Give either window or start and end, not both."]}
+        )
+    if (start is None) != (end is None):
+        missing = "end" if end is None else "start"
+        raise serializers.ValidationError({missing: ["Give start and end together."]})
+    if start is None or end is None:
+        return None
+    return start.astimezone(dt.UTC), end.astimezone(dt.UTC)
+
+
 class MomentField(serializers.DateTimeField):
     """An ISO 8601 moment (UTC unless an offset is given) inside the bounds."""
 

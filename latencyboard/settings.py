@@ -240,7 +240,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "latencyboard API",
-    "DESCRIPTION": "Per-stage latency percentiles, SLAs and traces of ML inference pipelines.",
+    "DESCRIPTION": "Per-stage latency percentiles, SLAs and traces of ML inference pipelines. "
+    "Every timestamp answered is ISO 8601 in UTC with a Z, like 2026-11-24T10:41:00Z, with a "
+    "six-digit fraction of a second only when there is one (2026-11-24T10:41:00.250000Z); "
+    "timestamps sent may carry any offset.",
     "VERSION": "0.1.0",
     # Redoc from the installed sidecar package: the docs work offline and load nothing external.
     "REDOC_DIST": "SIDECAR",

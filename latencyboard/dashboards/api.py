@@ -5,10 +5,10 @@ pipeline is a 404."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,9 +25,8 @@ from latencyboard.dashboards.serializers import (
     StageBreakdownSerializer,
     WindowQuerySerializer,
 )
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups.queries import END_TO_END
-from latencyboard.rollups.share_queries import StageBreakdown, stage_breakdown
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")
@@ -35,105 +34,112 @@ _PREFERRED_KEYS = ("model.version", "service.version")
 _MAX_HOURS = attribute_queries.MAX_WINDOW / dt.timedelta(hours=1)
 
 
-def _pipeline(request: Request, pipeline_id: int) -> Pipeline:
-    try:
-        return queries.pipeline_of(request.user, pipeline_id)
-    except Pipeline.DoesNotExist:
-        raise NotFound from None
+def _chart(
+    operation_id: str,
+    summary: str,
+    description: str,
+    query: type[WindowQuerySerializer],
+    answer: type[serializers.Serializer],
+) -> Any:
+    """The schema of a chart's GET: ``query`` parameters, ``answer`` or a 400 or a 404."""
+    return extend_schema_view(
+        get=extend_schema(
+            operation_id=operation_id,
+            summary=summary,
+            description=description,
+            parameters=[query],
+            responses={200: answer, 400: _INVALID, 404: _NOT_FOUND},
+        )
+    )
 
 
-def _params(serializer: type[WindowQuerySerializer], request: Request) -> dict[str, Any]:
-    query = serializer(data=request.query_params)
-    query.is_valid(raise_exception=True)
-    return dict(query.validated_data)
+class _ChartView(APIView):
+    """A chart of one pipeline of the user's teams over a window: reads ``query`` and
+    answers what :meth:`answer` gives for the pipeline and the validated parameters."""
+
+    query: ClassVar[type[WindowQuerySerializer]] = WindowQuerySerializer
+
+    def get(self, request: Request, pipeline_id: int) -> Response:
+        try:
+            pipeline = queries.pipeline_of(request.user, pipeline_id)
+        except Pipeline.DoesNotExist:
+            raise NotFound from None
+        given = self.query(data=request.query_params)
+        given.is_valid(raise_exception=True)
+        return Response(self.answer(pipeline, dict(given.validated_data)))
+
+    def answer(self, pipeline: Pipeline, params: dict[str, Any]) -> Any:
+        raise NotImplementedError
 
 
-@dataclass(frozen=True, slots=True)
-class _Breakdown:
-    summary: StageBreakdown
-    series: queries.ShareSeries
-
-
-class StageBreakdownView(APIView):
+@_chart(
+    "pipeline_stage_breakdown",
+    "Stage breakdown of a pipeline's requests, and how it moved",
+    "Mean self time per stage over all requests and over the slowest 1% (per minute) of the "
+    "window, with each stage's share; and the shares per step bucket.",
+    WindowQuerySerializer,
+    StageBreakdownSerializer,
+)
+class StageBreakdownView(_ChartView):
     """Where a pipeline's end-to-end time goes, stage by stage."""
 
-    @extend_schema(
-        operation_id="pipeline_stage_breakdown",
-        summary="Stage breakdown of a pipeline's requests, and how it moved",
-        description="Mean self time per stage over all requests and over the slowest 1% "
-        "(per minute) of the window, with each stage's share; and the shares per step bucket.",
-        parameters=[WindowQuerySerializer],
-        responses={200: StageBreakdownSerializer, 400: _INVALID, 404: _NOT_FOUND},
-    )
-    def get(self, request: Request, pipeline_id: int) -> Response:
-        pipeline = _pipeline(request, pipeline_id)
-        params = _params(WindowQuerySerializer, request)
-        start, end = params["start"], params["end"]
-        breakdown = _Breakdown(
-            stage_breakdown(pipeline, start, end),
-            queries.share_series(pipeline, start, end, params["step"]),
-        )
-        return Response(StageBreakdownSerializer(breakdown).data)
+    def answer(self, pipeline: Pipeline, params: dict[str, Any]) -> Any:
+        found = queries.breakdown(pipeline, params["start"], params["end"], params["step"])
+        return StageBreakdownSerializer(found).data
 
 
-class BottleneckView(APIView):
+@_chart(
+    "pipeline_bottleneck",
+    "Bottleneck class of a pipeline",
+    "Compute-, feature-, queue- or network/serialization-bound when one kind of work "
+    "dominates the stage self time of the slowest 1% (else of all requests) over the window; "
+    "balanced or unclassified otherwise. With the shares behind it, the usual remedies, and "
+    "the last change of class between buckets of `step`.",
+    BottleneckQuerySerializer,
+    BottleneckSerializer,
+)
+class BottleneckView(_ChartView):
     """What kind of work a pipeline's slow requests wait on."""
 
-    @extend_schema(
-        operation_id="pipeline_bottleneck",
-        summary="Bottleneck class of a pipeline",
-        description="Compute-, feature-, queue- or network/serialization-bound when one kind "
-        "of work dominates the stage self time of the slowest 1% (else of all requests) over "
-        "the window; balanced or unclassified otherwise. With the shares behind it, the usual "
-        "remedies, and the last change of class between buckets of `step`.",
-        parameters=[BottleneckQuerySerializer],
-        responses={200: BottleneckSerializer, 400: _INVALID, 404: _NOT_FOUND},
-    )
-    def get(self, request: Request, pipeline_id: int) -> Response:
-        pipeline = _pipeline(request, pipeline_id)
-        params = _params(BottleneckQuerySerializer, request)
+    query = BottleneckQuerySerializer
+
+    def answer(self, pipeline: Pipeline, params: dict[str, Any]) -> Any:
         found = bottlenecks([pipeline], params["start"], params["end"], params["step"])
-        return Response(BottleneckSerializer(found[pipeline.pk]).data)
+        return BottleneckSerializer(found[pipeline.pk]).data
 
 
-class DeploymentsView(APIView):
+@_chart(
+    "pipeline_deployments",
+    "Deployment markers of a pipeline",
+    "Versions that appeared (with the one seen last before) or went away within the window, "
+    "from the pipeline's version segments.",
+    WindowQuerySerializer,
+    DeploymentsSerializer,
+)
+class DeploymentsView(_ChartView):
     """Where a pipeline's ``service.version`` or ``model.version`` changed."""
 
-    @extend_schema(
-        operation_id="pipeline_deployments",
-        summary="Deployment markers of a pipeline",
-        description="Versions that appeared (with the one seen last before) or went away "
-        "within the window, from the pipeline's version segments.",
-        parameters=[WindowQuerySerializer],
-        responses={200: DeploymentsSerializer, 400: _INVALID, 404: _NOT_FOUND},
-    )
-    def get(self, request: Request, pipeline_id: int) -> Response:
-        pipeline = _pipeline(request, pipeline_id)
-        params = _params(WindowQuerySerializer, request)
-        markers = queries.deployment_markers(pipeline, params["start"], params["end"])
-        return Response(
-            DeploymentsSerializer(
-                {"start": params["start"], "end": params["end"], "markers": markers}
-            ).data
-        )
+    def answer(self, pipeline: Pipeline, params: dict[str, Any]) -> Any:
+        start, end = params["start"], params["end"]
+        markers = queries.deployment_markers(pipeline, start, end)
+        return DeploymentsSerializer({"start": start, "end": end, "markers": markers}).data
 
 
-class AttributeBreakdownView(APIView):
+@_chart(
+    "pipeline_attribute_breakdown",
+    "Exact latency per value of a span attribute (raw spans, recent windows)",
+    "Percentiles of each stage's spans (and of the root spans, end to end) per value of the "
+    f"attribute, exact, from raw spans: at most the last {_MAX_HOURS:.0f} h of the window and "
+    f"its newest {attribute_queries.MAX_SPANS:,} spans.",
+    AttributeQuerySerializer,
+    AttributeBreakdownSerializer,
+)
+class AttributeBreakdownView(_ChartView):
     """Latency per value of a span attribute, from raw spans."""
 
-    @extend_schema(
-        operation_id="pipeline_attribute_breakdown",
-        summary="Exact latency per value of a span attribute (raw spans, recent windows)",
-        description="Percentiles of each stage's spans (and of the root spans, end to end) "
-        "per value of the attribute, exact, from raw spans: at most the last "
-        f"{_MAX_HOURS:.0f} h of the window and its newest "
-        f"{attribute_queries.MAX_SPANS:,} spans.",
-        parameters=[AttributeQuerySerializer],
-        responses={200: AttributeBreakdownSerializer, 400: _INVALID, 404: _NOT_FOUND},
-    )
-    def get(self, request: Request, pipeline_id: int) -> Response:
-        pipeline = _pipeline(request, pipeline_id)
-        params = _params(AttributeQuerySerializer, request)
+    query = AttributeQuerySerializer
+
+    def answer(self, pipeline: Pipeline, params: dict[str, Any]) -> Any:
         keys = attribute_queries.attribute_keys(pipeline, params["end"])
         key = params.get("key") or next(
             (key for key in (*_PREFERRED_KEYS, *keys) if key in keys), ""
@@ -162,4 +168,4 @@ class AttributeBreakdownView(APIView):
                 for group in result.groups
             ],
         }
-        return Response(AttributeBreakdownSerializer(data).data)
+        return AttributeBreakdownSerializer(data).data

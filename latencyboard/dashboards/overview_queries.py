@@ -143,7 +143,7 @@ def overview(user: User | AnonymousUser, now: dt.datetime, window: Window) -> Ov
     24 hours and its bottleneck class, sorted by :func:`ranking.sort_key`."""
     start, end = window.bounds(now)
     teams = tuple(teams_of(user))
-    pipelines = list(Pipeline.objects.filter(team__in=teams).select_related("team"))
+    pipelines = list(Pipeline.objects.visible_to(user).select_related("team"))
     if not pipelines:
         tokens = IngestToken.objects.filter(team__in=teams, revoked_at__isnull=True)
         return Overview(window, start, end, teams, (), tuple(tokens.select_related("team")))

@@ -16,25 +16,22 @@ from typing import Final
 
 import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import DateTimeField, F, Func, OuterRef, Subquery, Sum, Value
+from django.db.models import DateTimeField, F, Func, Sum, Value
 
 from latencyboard.dashboards import deployments
 from latencyboard.dashboards.models import VersionSegment
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups import windows
+from latencyboard.rollups import share_queries, windows
 from latencyboard.rollups.models import StageShare
 from latencyboard.sla.models import Objective
 from latencyboard.spans.models import Span
-from latencyboard.teams.queries import teams_of
 
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def pipeline_of(user: User | AnonymousUser, pipeline_id: int) -> Pipeline:
     """The pipeline if it is one of the user's teams'; ``Pipeline.DoesNotExist`` otherwise."""
-    return (
-        Pipeline.objects.filter(team__in=teams_of(user)).select_related("team").get(pk=pipeline_id)
-    )
+    return Pipeline.objects.visible_to(user).select_related("team").get(pk=pipeline_id)
 
 
 def present(values: np.ndarray) -> list[float | None]:
@@ -101,16 +98,23 @@ class ShareSeries:
 
 
 def share_series(
-    pipeline: Pipeline, start: dt.datetime, end: dt.datetime, step: dt.timedelta
+    pipeline: Pipeline,
+    start: dt.datetime,
+    end: dt.datetime,
+    step: dt.timedelta,
+    stored: share_queries.StoredRows | None = None,
 ) -> ShareSeries:
     """Each stage's share of self time per step bucket, over all requests and over the tail,
     with the definitions of ``rollups.share_queries.stage_breakdown`` applied bucket by bucket.
 
     Stage-share rows are summed per bucket in the database (one statement, one index range
-    per resolution segment of :func:`windows.plan_window`). Raises ValueError for a step or
-    window that ``windows`` rejects.
+    per resolution segment of :func:`windows.plan_window`); ``stored`` is
+    :func:`share_queries.stored_share_rows` when the caller read it already. Raises ValueError
+    for a step or window that ``windows`` rejects.
     """
-    plan = windows.plan_window(start, end, int(step.total_seconds()), _stored_share_rows(pipeline))
+    if stored is None:
+        stored = share_queries.stored_share_rows(pipeline)
+    plan = windows.plan_window(start, end, int(step.total_seconds()), stored)
     bucket_step = dt.timedelta(seconds=plan.step_seconds)
     first, *others = (
         StageShare.objects.filter(
@@ -162,23 +166,24 @@ def share_series(
     )
 
 
-def _stored_share_rows(pipeline: Pipeline) -> dict[windows.Resolution, windows.StoredRows | None]:
-    """Oldest and newest stage-share row of each resolution: six index probes in one query."""
-    probes = {}
-    for resolution in windows.RESOLUTIONS:
-        rows = StageShare.objects.filter(pipeline=OuterRef("pk"), resolution=resolution)
-        for name, order in (("first", "bucket_start"), ("last", "-bucket_start")):
-            probes[f"{resolution}_{name}"] = Subquery(
-                rows.order_by(order).values("bucket_start")[:1]
-            )
-    found = Pipeline.objects.filter(pk=pipeline.pk).annotate(**probes).values_list(*probes).get()
-    bounds = dict(zip(probes, found, strict=True))
-    return {
-        resolution: None
-        if bounds[f"{resolution}_first"] is None
-        else windows.StoredRows(bounds[f"{resolution}_first"], bounds[f"{resolution}_last"])
-        for resolution in windows.RESOLUTIONS
-    }
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """The stage breakdown of a window and how it moved over it, planned on the same rows."""
+
+    summary: share_queries.StageBreakdown
+    series: ShareSeries
+
+
+def breakdown(
+    pipeline: Pipeline, start: dt.datetime, end: dt.datetime, step: dt.timedelta
+) -> Breakdown:
+    """:func:`share_queries.stage_breakdown` and :func:`share_series` of one window, which
+    read which stage-share rows the pipeline keeps once for both."""
+    stored = share_queries.stored_share_rows(pipeline)
+    return Breakdown(
+        share_queries.stage_breakdown(pipeline, start, end, stored),
+        share_series(pipeline, start, end, step, stored),
+    )
 
 
 def deployment_markers(

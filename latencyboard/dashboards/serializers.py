@@ -9,9 +9,9 @@ from rest_framework import serializers
 
 from latencyboard import bounds
 from latencyboard.dashboards import bottleneck
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.rollups import windows
 from latencyboard.rollups.queries import DEFAULT_QUANTILES
-from latencyboard.rollups.serializers import END_TO_END_STAGE
 
 
 class WindowQuerySerializer(serializers.Serializer[Any]):
@@ -87,9 +87,7 @@ class AttributeQuerySerializer(WindowQuerySerializer):
 
 
 class _StageSerializer(serializers.Serializer[Any]):
-    id = serializers.IntegerField(
-        allow_null=True, help_text=f"Null: end to end ({END_TO_END_STAGE})."
-    )
+    id = serializers.IntegerField(allow_null=True, help_text=f"Null: end to end ({END_TO_END}).")
     name = serializers.CharField()
 
 

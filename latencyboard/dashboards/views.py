@@ -12,8 +12,8 @@ from django.utils import timezone
 from latencyboard.dashboards import attribute_queries, queries
 from latencyboard.dashboards.bottleneck_queries import bottlenecks
 from latencyboard.dashboards.overview_queries import WINDOWS as OVERVIEW_WINDOWS
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups.queries import END_TO_END
 from latencyboard.rollups.serializers import quantile_key
 
 # Window choices of the page: (label, seconds, step seconds); the step keeps every chart

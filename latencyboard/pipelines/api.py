@@ -8,7 +8,6 @@ from rest_framework import generics
 
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.pipelines.serializers import PipelineSerializer
-from latencyboard.teams.queries import teams_of
 
 
 @extend_schema(summary="Pipelines of my teams, with their stages")
@@ -19,7 +18,7 @@ class PipelineListView(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[Pipeline]:
         return (
-            Pipeline.objects.filter(team__in=teams_of(self.request.user))
+            Pipeline.objects.visible_to(self.request.user)
             .select_related("team")
             .prefetch_related("stages")
         )

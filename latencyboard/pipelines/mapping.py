@@ -13,6 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 OVERFLOW_STAGE = "other"
+END_TO_END = "end-to-end"
+"""The series of a pipeline's root spans, whole requests: its name in answers, and the token
+that asks for it where a stage id is expected (``stages=end-to-end,12``)."""
 MAX_STAGE_NAME = 100
 DEFAULT_STAGE_CAP = 32
 

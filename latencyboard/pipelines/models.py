@@ -1,12 +1,26 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from latencyboard.pipelines import mapping
-from latencyboard.teams.models import Team
+from latencyboard.teams.models import Role, Team
+from latencyboard.teams.queries import teams_of
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
+
+
+class PipelineQuerySet(models.QuerySet["Pipeline"]):
+    def visible_to(self, user: User | AnonymousUser, *roles: Role) -> PipelineQuerySet:
+        """The access rule: the pipelines of ``user``'s teams (those where ``user`` has one of
+        ``roles``, when given); none for anonymous users. Every page, API, socket and task
+        that reads a pipeline for a user starts here, so another team's pipeline is exactly
+        as missing as one that never existed."""
+        return self.filter(team__in=teams_of(user, *roles))
 
 
 class Pipeline(models.Model):
@@ -22,6 +36,8 @@ class Pipeline(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = PipelineQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(
@@ -36,12 +52,20 @@ class Pipeline(models.Model):
         )
 
 
+class StageQuerySet(models.QuerySet["Stage"]):
+    def visible_to(self, user: User | AnonymousUser) -> StageQuerySet:
+        """The stages of the pipelines :meth:`PipelineQuerySet.visible_to` ``user``."""
+        return self.filter(pipeline__in=Pipeline.objects.visible_to(user))
+
+
 class Stage(models.Model):
     """A step of a pipeline (``model_forward``, ``queue_wait``…): a dictionary row for spans."""
 
     pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="stages")
     name = models.CharField(max_length=mapping.MAX_STAGE_NAME)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = StageQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -6,28 +6,22 @@ import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import psycopg
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import EmptyResultSet
-from django.db import connection
 from django.db.models import QuerySet
 
-from latencyboard.db import psycopg_cursor
-from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.pipelines.mapping import END_TO_END
+from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import windows
-from latencyboard.rollups.models import Rollup, StageShare
 from latencyboard.sketches import batch as sketch_batch
 from latencyboard.sketches import buckets as sketch_buckets
-from latencyboard.teams.models import Team
-from latencyboard.teams.queries import teams_of
+from latencyboard.storage import rollup_reads
 
 DEFAULT_QUANTILES: Final = (0.5, 0.9, 0.95, 0.99, 0.999)
-END_TO_END: Final = "end-to-end"
-"""Name of the series of a pipeline's root spans (``stage`` is None)."""
 
 
 class InvalidPercentileQuery(ValueError):
@@ -122,7 +116,12 @@ def percentile_series(
     outside [0, 1] or a step or window that ``windows`` rejects.
     """
     return _percentile_series(
-        _pipeline_of(teams_of(user), pipeline_id), stages, start, end, step, quantiles
+        _pipeline_of(pipeline_id, Pipeline.objects.visible_to(user)),
+        stages,
+        start,
+        end,
+        step,
+        quantiles,
     )
 
 
@@ -131,7 +130,7 @@ def live_minutes(pipeline_id: int, start: dt.datetime, end: dt.datetime) -> Perc
     :func:`percentile_series` reads them, for the pipeline's live pages (which the channel
     layer's groups scope to its team). Raises ``Pipeline.DoesNotExist`` for a deleted one."""
     return _percentile_series(
-        _pipeline_of(Team.objects.all(), pipeline_id),
+        _pipeline_of(pipeline_id, None),
         None,
         start,
         end,
@@ -211,6 +210,26 @@ def _percentile_series(
     )
 
 
+def _pipeline_of(pipeline_id: int, visible: QuerySet[Pipeline] | None) -> _PipelineRows:
+    """The pipeline, its stages and its stored rows, in one statement, if ``visible`` (None:
+    any pipeline) holds it; raises ``Pipeline.DoesNotExist`` as the ORM would otherwise."""
+    scope = None
+    if visible is not None:
+        try:
+            scope = visible.values("pk").query.sql_with_params()
+        except EmptyResultSet:  # no teams at all
+            raise Pipeline.DoesNotExist from None
+    found = rollup_reads.pipeline_rollups(pipeline_id, scope, windows.RESOLUTIONS)
+    if found is None:
+        raise Pipeline.DoesNotExist("Pipeline matching query does not exist.")
+    return _PipelineRows(
+        found.id,
+        str(Pipeline(pk=found.id, service_name=found.service_name, environment=found.environment)),
+        found.stages,
+        _stored(found.bounds),
+    )
+
+
 class _PipelineRows(NamedTuple):
     """What a query needs of a pipeline besides its rollup rows."""
 
@@ -218,49 +237,6 @@ class _PipelineRows(NamedTuple):
     name: str
     stages: list[tuple[int, str]]  # id and name of each stage, by id
     stored: dict[windows.Resolution, windows.StoredRows | None]
-
-
-_PIPELINE_SQL: Final = """
-SELECT p.id, p.service_name, p.environment,
-       (SELECT json_agg(json_build_array(s.id, s.name) ORDER BY s.id)
-        FROM {stages} s WHERE s.pipeline_id = p.id),
-       {probes}
-FROM {pipelines} p
-WHERE p.id = %s AND p.team_id IN ({teams})
-"""
-
-
-def _pipeline_of(scope: QuerySet[Team], pipeline_id: int) -> _PipelineRows:
-    """The pipeline, its stages and its stored rows (:func:`stored_rows`), in one statement
-    (each round trip to PostgreSQL costs more than its query here), scoped to the teams of
-    ``scope`` (:func:`teams_of` for a user) by their own SQL. Raises ``Pipeline.DoesNotExist``
-    as the ORM would.
-    """
-    try:
-        teams, teams_params = scope.values("pk").query.sql_with_params()
-    except EmptyResultSet:  # no teams at all
-        raise Pipeline.DoesNotExist from None
-    probes, probes_params = _stored_row_probes(Rollup, "p.id")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _PIPELINE_SQL.format(
-                stages=connection.ops.quote_name(Stage._meta.db_table),
-                probes=probes,
-                pipelines=connection.ops.quote_name(Pipeline._meta.db_table),
-                teams=teams,
-            ),
-            [*probes_params, pipeline_id, *teams_params],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise Pipeline.DoesNotExist("Pipeline matching query does not exist.")
-    pk, service_name, environment, named, *found = row
-    return _PipelineRows(
-        pk,
-        str(Pipeline(pk=pk, service_name=service_name, environment=environment)),
-        [(stage_id, name) for stage_id, name in named or ()],
-        _stored(found),
-    )
 
 
 def _series_stages(
@@ -286,53 +262,44 @@ def _series_stages(
     ), len(wanted) == len(named) + 1
 
 
-_STORED_ROW_PROBE: Final = """(
-    SELECT bucket_start FROM {table} WHERE pipeline_id = {pipeline} AND resolution = %s
-    ORDER BY bucket_start {order} LIMIT 1
-)"""
-_STORED_ROWS_SQL: Final = "SELECT {probes} FROM (SELECT %s::bigint AS id) AS p"
-
-
 def stored_rows(
-    model: type[Rollup] | type[StageShare], pipeline: Pipeline
+    table: str, pipeline_id: int
 ) -> dict[windows.Resolution, windows.StoredRows | None]:
-    """Oldest and newest ``model`` row of each resolution: six index probes in one query.
+    """Oldest and newest row of each resolution of ``table`` (``tables.ROLLUP`` or
+    ``tables.STAGE_SHARE``): six index probes in one query.
 
     Shared by every reader of per-resolution tables, so windows fall back to coarser rows
     the same way wherever finer rows have expired.
     """
-    probes, params = _stored_row_probes(model, "p.id")
-    with connection.cursor() as cursor:
-        cursor.execute(_STORED_ROWS_SQL.format(probes=probes), [*params, pipeline.pk])
-        return _stored(cursor.fetchone())
+    return _stored(rollup_reads.row_bounds(table, pipeline_id, windows.RESOLUTIONS))
 
 
-def _stored_row_probes(
-    model: type[Rollup] | type[StageShare], pipeline_id: str
-) -> tuple[str, list[str]]:
-    """The six probes of :func:`stored_rows` as SQL columns, for the pipeline whose id is
-    the SQL expression ``pipeline_id``, and their parameters."""
-    # Written out: the ORM takes longer to compile six correlated subqueries than PostgreSQL
-    # takes to answer them.
-    table = connection.ops.quote_name(model._meta.db_table)
-    probes = ", ".join(
-        _STORED_ROW_PROBE.format(table=table, pipeline=pipeline_id, order=order)
-        for _ in windows.RESOLUTIONS
-        for order in ("ASC", "DESC")
-    )
-    return probes, [resolution for resolution in windows.RESOLUTIONS for _ in range(2)]
-
-
-def _stored(
-    found: Sequence[dt.datetime | None],
-) -> dict[windows.Resolution, windows.StoredRows | None]:
-    """:func:`stored_rows`' answer from its six probes, oldest then newest per resolution."""
+def _stored(bounds: rollup_reads.RowBounds) -> dict[windows.Resolution, windows.StoredRows | None]:
+    kept = {resolution: bounds[resolution] for resolution in windows.RESOLUTIONS}
     return {
-        resolution: None if first is None or last is None else windows.StoredRows(first, last)
-        for resolution, first, last in zip(
-            windows.RESOLUTIONS, found[0::2], found[1::2], strict=True
-        )
+        resolution: None if found is None else windows.StoredRows(*found)
+        for resolution, found in kept.items()
     }
+
+
+def _rollup_rows(
+    pipeline_id: int, plan: windows.WindowPlan, series_stages: Sequence[SeriesStage] | None
+) -> _WindowRows:
+    """The rows to merge for the plan's segments: those of ``series_stages``, or every row
+    of the pipeline for None."""
+    ids = None if series_stages is None else [s.id for s in series_stages if s.id is not None]
+    rows = rollup_reads.window_rows(
+        pipeline_id,
+        [rollup_reads.Segment(part.resolution, part.start, part.end) for part in plan.segments],
+        ids,
+        end_to_end=series_stages is not None and len(ids or ()) < len(series_stages),
+    )
+    return _WindowRows(
+        rows.stage_ids,
+        rows.epochs,
+        rows.error_counts,
+        sketch_batch.SketchBatch.from_buffer(rows.sketches, rows.sketch_sizes),
+    )
 
 
 class _WindowRows(NamedTuple):
@@ -342,85 +309,6 @@ class _WindowRows(NamedTuple):
     epochs: npt.NDArray[np.int64]  # bucket start, Unix seconds
     error_counts: npt.NDArray[np.int64]
     sketches: sketch_batch.SketchBatch
-
-
-# The rows come back as two values (as the rollup worker reads spans, see
-# ``folding.SPAN_RECORD``): their other fields as one fixed-width binary record each, end to
-# end, and their sketches end to end, rather than a Python object per row and column. Both
-# aggregates of one SELECT see the rows in the same order. The count and sum_ms columns are
-# left out: they are the sketches' own count and sum.
-_ROW_RECORD: Final = (
-    "int8send(coalesce(stage_id, -1)) || timestamptz_send(bucket_start)"
-    " || int8send(error_count) || int4send(octet_length(sketch))"
-)
-_RECORD: Final = np.dtype(
-    [
-        ("stage_id", ">i8"),  # -1 for end to end
-        ("start_us", ">i8"),  # microseconds since 2000-01-01 UTC
-        ("error_count", ">i8"),
-        ("sketch_bytes", ">i4"),
-    ]
-)
-_PG_EPOCH_S: Final = 946_684_800  # binary timestamptz counts from 2000-01-01 UTC
-_ROWS_SQL: Final = f"""
-SELECT string_agg({_ROW_RECORD}, ''), string_agg(sketch, '') FROM ({{segments}}) AS rows
-"""  # noqa: S608 - constant text
-# One range scan of rollup_pipeline_window per segment. UNION ALL rather than OR:
-# PostgreSQL factors the pipeline out of ORed ranges and then scans every row of the
-# pipeline through its foreign key index.
-_SEGMENT_SQL: Final = """
-SELECT "rollups_rollup"."stage_id", "rollups_rollup"."bucket_start",
-       "rollups_rollup"."error_count", "rollups_rollup"."sketch"
-FROM "rollups_rollup"
-WHERE "rollups_rollup"."pipeline_id" = %s AND "rollups_rollup"."resolution" = %s
-  AND "rollups_rollup"."bucket_start" >= %s AND "rollups_rollup"."bucket_start" < %s
-"""
-_OF_STAGES_SQL: Final = """  AND ("rollups_rollup"."stage_id" = ANY(%s::bigint[]) {or_end_to_end})
-"""
-
-
-def _rollup_rows(
-    pipeline_id: int, plan: windows.WindowPlan, series_stages: Sequence[SeriesStage] | None
-) -> _WindowRows:
-    """The rows to merge for the plan's segments, in one statement: those of
-    ``series_stages``, or every row of the pipeline for None."""
-    segment, of_stages = _SEGMENT_SQL, []
-    if series_stages is not None:
-        ids = [stage.id for stage in series_stages if stage.id is not None]
-        or_end_to_end = "" if len(ids) == len(series_stages) else "OR stage_id IS NULL"
-        segment += _OF_STAGES_SQL.format(or_end_to_end=or_end_to_end)
-        of_stages = [ids]
-    params: list[Any] = []
-    for part in plan.segments:
-        params += [pipeline_id, part.resolution, part.start, part.end, *of_stages]
-    sql = _ROWS_SQL.format(segments=" UNION ALL ".join([segment] * len(plan.segments)))
-    records, sketches = _fetch_binary_row(sql, params)
-    rows = np.frombuffer(records or b"", _RECORD)  # string_agg of no rows is NULL
-    return _WindowRows(
-        rows["stage_id"].astype(np.int64),
-        rows["start_us"] // 1_000_000 + _PG_EPOCH_S,
-        rows["error_count"].astype(np.int64),
-        sketch_batch.SketchBatch.from_buffer(sketches or b"", rows["sketch_bytes"]),
-    )
-
-
-def _fetch_binary_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...]:
-    """The one row of ``sql``, fetched in PostgreSQL's binary format (bytea as raw bytes).
-
-    Django's cursors bind parameters client side, which psycopg allows only with text
-    results, and a bytea in text is hex: twice the bytes, to encode and decode. So the
-    parameters are bound client side as Django would (psycopg's own quoting), and the
-    resulting statement runs on a binary psycopg cursor wrapped like any Django cursor
-    (database errors, query logging with the full statement).
-    """
-    raw = psycopg_cursor()
-    statement = psycopg.ClientCursor(connection.connection).mogrify(sql, params)
-    raw.format = psycopg.pq.Format.BINARY  # what connection.cursor(binary=True) does
-    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
-    with wrap(raw) as cursor:  # type: ignore[arg-type]  # the stubs want a wrapper here
-        cursor.execute(statement)
-        row: tuple[Any, ...] = cursor.fetchone()
-    return row
 
 
 def _figures(

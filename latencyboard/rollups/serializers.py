@@ -12,6 +12,8 @@ import numpy.typing as npt
 from rest_framework import serializers
 
 from latencyboard import bounds
+from latencyboard.moments import iso_utc
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.rollups import windows
 from latencyboard.rollups.queries import (
     DEFAULT_QUANTILES,
@@ -19,7 +21,6 @@ from latencyboard.rollups.queries import (
     PercentileSeries,
 )
 
-END_TO_END_STAGE: Final = "e2e"
 DEFAULT_WINDOW: Final = "1d"
 MAX_QUANTILES: Final = 10
 _DURATION = re.compile(r"(\d{1,6})([mhd])")
@@ -52,7 +53,7 @@ class PercentileQuerySerializer(serializers.Serializer):
 
     stages = serializers.CharField(
         required=False,
-        help_text=f"Comma-separated stage ids of this pipeline; `{END_TO_END_STAGE}` is the "
+        help_text=f"Comma-separated stage ids of this pipeline; `{END_TO_END}` is the "
         "end-to-end latency. Default: end-to-end and every stage.",
     )
     start = bounds.MomentField(
@@ -81,13 +82,13 @@ class PercentileQuerySerializer(serializers.Serializer):
         stages: list[int | None] = []
         for token in value.split(","):
             token = token.strip()
-            if token == END_TO_END_STAGE:
+            if token == END_TO_END:
                 stages.append(None)
             elif _STAGE_ID.fullmatch(token):
                 stages.append(int(token))
             else:
                 raise serializers.ValidationError(
-                    f"'{token}' is neither a stage id nor {END_TO_END_STAGE}."
+                    f"'{token}' is neither a stage id nor {END_TO_END}."
                 )
         return stages
 
@@ -121,17 +122,11 @@ class PercentileQuerySerializer(serializers.Serializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         window = attrs.pop("window", None)
-        start, end = attrs.get("start"), attrs.get("end")
-        if window is not None and (start is not None or end is not None):
-            raise serializers.ValidationError(
-                {"window": ["Give either window or start and end, not both."]}
-            )
-        if (start is None) != (end is None):
-            missing = "end" if end is None else "start"
-            raise serializers.ValidationError({missing: ["Give start and end together."]})
-        if start is None or end is None:
-            now: dt.datetime = self.context["now"]
-            start, end = now - (window or _duration(DEFAULT_WINDOW)), now
+        now: dt.datetime = self.context["now"]
+        start, end = bounds.given_window(attrs, window=window is not None) or (
+            now - (window or _duration(DEFAULT_WINDOW)),
+            now,
+        )
         try:
             windows.check_window(start, end)
         except ValueError as exc:
@@ -249,13 +244,13 @@ def percentile_series_data(result: PercentileSeries) -> dict[str, Any]:
         "segments": [
             {
                 "resolution": segment.resolution,
-                "start": _iso(segment.start),
-                "end": _iso(segment.end),
+                "start": iso_utc(segment.start),
+                "end": iso_utc(segment.end),
             }
             for segment in result.segments
         ],
-        "start": _iso(result.start),
-        "end": _iso(result.end),
+        "start": iso_utc(result.start),
+        "end": iso_utc(result.end),
         "step_seconds": result.step_seconds,
         "quantiles": list(result.quantiles),
         "method": result.method,
@@ -284,7 +279,3 @@ def _figure_values(figures: LatencyFigures) -> npt.NDArray[np.object_]:
     values = floats.astype(object)
     values[np.isnan(floats)] = None
     return np.concatenate([figures.n[..., None].astype(object), values], axis=-1)
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

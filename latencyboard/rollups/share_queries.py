@@ -13,6 +13,9 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import windows
 from latencyboard.rollups.models import StageShare
 from latencyboard.rollups.queries import stored_rows
+from latencyboard.storage import tables
+
+StoredRows = dict[windows.Resolution, windows.StoredRows | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +44,14 @@ class StageBreakdown:
     stages: tuple[StageFigures, ...]  # largest share of all requests first
 
 
-def stage_breakdown(pipeline: Pipeline, start: dt.datetime, end: dt.datetime) -> StageBreakdown:
+def stored_share_rows(pipeline: Pipeline) -> StoredRows:
+    """Oldest and newest stage-share row of each resolution (see ``queries.stored_rows``)."""
+    return stored_rows(tables.STAGE_SHARE, pipeline.pk)
+
+
+def stage_breakdown(
+    pipeline: Pipeline, start: dt.datetime, end: dt.datetime, stored: StoredRows | None = None
+) -> StageBreakdown:
     """Where ``pipeline``'s requests whose root started in ``[start, end)`` spent their time.
 
     Rows are read per :func:`windows.plan_window` at a one-minute step: minutes where they
@@ -53,10 +63,13 @@ def stage_breakdown(pipeline: Pipeline, start: dt.datetime, end: dt.datetime) ->
     the mean request; concurrent spans each keep their own self time, and the shares then
     divide the work done rather than the wall-clock time, still adding up to 1.
 
-    The caller has checked the user may see ``pipeline``. Raises ValueError for a window
+    The caller has checked the user may see ``pipeline``; ``stored`` is
+    :func:`stored_share_rows` when the caller read it already. Raises ValueError for a window
     that :func:`windows.check_window` rejects.
     """
-    plan = windows.plan_window(start, end, 60, stored_rows(StageShare, pipeline))
+    if stored is None:
+        stored = stored_share_rows(pipeline)
+    plan = windows.plan_window(start, end, 60, stored)
     first, *others = (
         StageShare.objects.filter(
             pipeline=pipeline,

@@ -103,6 +103,8 @@ class ObjectiveViewSet(
     viewsets.GenericViewSet[Objective],
 ):
     serializer_class = ObjectiveSerializer
+    # Named as everywhere else (pages, the outsider test), not the router's generic ``pk``.
+    lookup_url_kwarg = "objective_id"
 
     def get_queryset(self) -> QuerySet[Objective]:
         return queries.objectives_of(self.request.user)
@@ -157,7 +159,7 @@ class ObjectiveViewSet(
         examples=[OpenApiExample("Two hours", value=_ATTAINMENT_EXAMPLE, response_only=True)],
     )
     @action(detail=True, methods=["get"])
-    def attainment(self, request: Request, pk: str | None = None) -> Response:
+    def attainment(self, request: Request, objective_id: str | None = None) -> Response:
         objective = self.get_object()
         now = timezone.now()
         given = AttainmentQuerySerializer(
@@ -190,7 +192,7 @@ class ObjectiveViewSet(
         responses={201: MaintenanceWindowSerializer},
     )
     @action(detail=True, methods=["get", "post"], url_path="maintenance")
-    def maintenance(self, request: Request, pk: str | None = None) -> Response:
+    def maintenance(self, request: Request, objective_id: str | None = None) -> Response:
         objective = self.get_object()
         if request.method == "GET":
             windows = queries.maintenance_windows(objective)
@@ -222,7 +224,7 @@ class ObjectiveViewSet(
         url_name="maintenance-detail",
     )
     def delete_maintenance(
-        self, request: Request, pk: str | None = None, window_id: str | None = None
+        self, request: Request, objective_id: str | None = None, window_id: str | None = None
     ) -> Response:
         objective = self.get_object()
         window = get_object_or_404(

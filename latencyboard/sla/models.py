@@ -1,16 +1,28 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Team
+from latencyboard.teams.queries import teams_of
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
 
 
 class Window(models.TextChoices):
     ROLLING_28D = "rolling_28d", "Rolling 28 days"
     CALENDAR_MONTH = "calendar_month", "Calendar month"
+
+
+class ObjectiveQuerySet(models.QuerySet["Objective"]):
+    def visible_to(self, user: User | AnonymousUser) -> ObjectiveQuerySet:
+        """The objectives of ``user``'s teams, by the rule of ``Pipeline.objects.visible_to``."""
+        return self.filter(team__in=teams_of(user))
 
 
 class Objective(models.Model):
@@ -39,6 +51,8 @@ class Objective(models.Model):
     )
     window = models.CharField(max_length=16, choices=Window.choices, default=Window.ROLLING_28D)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ObjectiveQuerySet.as_manager()
 
     def __str__(self) -> str:
         return self.name

@@ -20,13 +20,12 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla import attainment as maths
 from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
 from latencyboard.teams.models import Membership, Role
-from latencyboard.teams.queries import teams_of
 
 
 def objectives_of(user: User | AnonymousUser) -> QuerySet[Objective]:
     """The objectives of ``user``'s teams; none for anonymous users."""
     return (
-        Objective.objects.filter(team__in=teams_of(user))
+        Objective.objects.visible_to(user)
         .select_related("team", "pipeline", "stage")
         .order_by("team__name", "name", "id")
     )
@@ -34,11 +33,8 @@ def objectives_of(user: User | AnonymousUser) -> QuerySet[Objective]:
 
 def pipelines_for_new_objectives(user: User | AnonymousUser) -> QuerySet[Pipeline]:
     """The pipelines ``user`` may create objectives for: those of the teams they administer."""
-    if not user.is_authenticated:
-        return Pipeline.objects.none()
     return (
-        # One filter() call: both conditions hold for the same membership row.
-        Pipeline.objects.filter(team__memberships__user=user, team__memberships__role=Role.ADMIN)
+        Pipeline.objects.visible_to(user, Role.ADMIN)
         .select_related("team")
         .order_by("team__name", "service_name", "environment")
     )

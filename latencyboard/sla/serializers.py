@@ -22,7 +22,6 @@ from latencyboard.sla.models import (
     Objective,
     Window,
 )
-from latencyboard.teams.queries import teams_of
 
 
 class ObjectiveSerializer(serializers.ModelSerializer[Objective]):
@@ -46,14 +45,14 @@ class _MyPipelineField(serializers.PrimaryKeyRelatedField[Pipeline]):
     """A pipeline of one of the requesting user's teams; others read as nonexistent."""
 
     def get_queryset(self) -> QuerySet[Pipeline]:
-        return Pipeline.objects.filter(team__in=teams_of(self.context["request"].user))
+        return Pipeline.objects.visible_to(self.context["request"].user)
 
 
 class _MyStageField(serializers.PrimaryKeyRelatedField[Stage]):
     """A stage of one of the requesting user's teams' pipelines; others read as nonexistent."""
 
     def get_queryset(self) -> QuerySet[Stage]:
-        return Stage.objects.filter(pipeline__team__in=teams_of(self.context["request"].user))
+        return Stage.objects.visible_to(self.context["request"].user)
 
 
 class ObjectiveCreateSerializer(serializers.Serializer[Objective]):
@@ -108,13 +107,7 @@ class AttainmentQuerySerializer(serializers.Serializer[Any]):
         return step
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        given = {name for name in ("start", "end") if name in attrs}
-        if given and "window" in attrs:
-            raise serializers.ValidationError("Give start and end, or window, not both.")
-        if len(given) == 1:
-            missing = ({"start", "end"} - given).pop()
-            raise serializers.ValidationError({missing: "Give start and end together."})
-        if not given:
+        if bounds.given_window(attrs, window="window" in attrs) is None:
             kind = _WINDOW_PARAMS.get(attrs.get("window", ""), self.context["default_window"])
             window = maths.objective_window(kind, self.context["now"])
             attrs["start"], attrs["end"] = window.start, window.end

@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from latencyboard.moments import iso_utc
 from latencyboard.sla import queries, services
 from latencyboard.sla.forms import MaintenanceWindowForm, ObjectiveForm
 from latencyboard.sla.models import Objective
@@ -30,10 +31,6 @@ from latencyboard.teams.queries import has_role
 
 # A 28-day or one-month window in hours: at most 744 points, each still readable.
 CHART_STEP = dt.timedelta(hours=1)
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def _roles(request: HttpRequest) -> dict[str, Any]:
@@ -102,10 +99,10 @@ def _detail(
 ) -> HttpResponse:
     now = timezone.now()
     budget = queries.window_budget(objective, now)
-    series_url = reverse("sla-attainment", kwargs={"pk": objective.pk})
+    series_url = reverse("sla-attainment", kwargs={"objective_id": objective.pk})
     query = {
-        "start": _iso(budget.window.start),
-        "end": _iso(budget.window.end),
+        "start": iso_utc(budget.window.start),
+        "end": iso_utc(budget.window.end),
         "step": str(CHART_STEP // dt.timedelta(seconds=1)),
     }
     return render(

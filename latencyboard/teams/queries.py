@@ -8,11 +8,17 @@ from django.db.models import QuerySet
 from latencyboard.teams.models import Role, Team
 
 
-def teams_of(user: User | AnonymousUser) -> QuerySet[Team]:
-    """The teams ``user`` is a member of; none for anonymous users."""
+def teams_of(user: User | AnonymousUser, *roles: Role) -> QuerySet[Team]:
+    """The teams ``user`` is a member of (with one of ``roles``, when given); none for
+    anonymous users. The root of the access rule: team-owned models scope by it through
+    their ``visible_to`` (``Pipeline.objects.visible_to(user)``)."""
     if not user.is_authenticated:
         return Team.objects.none()
-    return Team.objects.filter(memberships__user=user).order_by("name")
+    # One filter() call: both conditions hold for the same membership row.
+    of_user = Team.objects.filter(
+        memberships__user=user, **({"memberships__role__in": roles} if roles else {})
+    )
+    return of_user.order_by("name")
 
 
 def has_role(user: User | AnonymousUser, team: Team, *roles: Role) -> bool:

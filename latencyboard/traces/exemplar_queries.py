@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import connection
 
+from latencyboard.storage import span_reads
 from latencyboard.traces.queries import (
     MAX_WINDOW,
     MINUTE,
@@ -79,43 +79,15 @@ def trace_exemplars(
     pipelines, stage = scope(user, pipeline_id, stage_id)
     (pipeline,) = pipelines
     minute = minute.astimezone(dt.UTC).replace(second=0, microsecond=0)
-    which = "is_root" if stage is None else "stage_id = %(stage)s"
-    sql = f"""
-        WITH minute AS MATERIALIZED (
-            SELECT trace_id, span_id, name, start_time, duration_ns, status_code, status_message
-            FROM spans_span
-            WHERE pipeline_id = %(pipeline)s AND team_id = %(team)s
-              AND start_time >= %(start)s AND start_time < %(end)s AND {which}
-        ),
-        target AS (
-            SELECT duration_ns FROM minute ORDER BY duration_ns
-            OFFSET (SELECT greatest(floor(%(q)s::float8 * (count(*) - 1)), 0)::bigint FROM minute)
-            LIMIT 1
-        ),
-        nearest AS (
-            SELECT DISTINCT ON (m.trace_id) m.*, abs(m.duration_ns - t.duration_ns) AS distance
-            FROM minute m CROSS JOIN target t
-            ORDER BY m.trace_id, distance, m.span_id
-        )
-        SELECT n.trace_id, n.span_id, %(pipeline)s, n.name, n.start_time, n.duration_ns,
-               n.status_code, n.status_message, NULL, t.duration_ns,
-               (SELECT count(*) FROM minute)
-        FROM nearest n CROSS JOIN target t
-        ORDER BY n.distance, n.trace_id
-        LIMIT %(count)s
-    """  # noqa: S608 - a constant condition, values are parameters
-    params: dict[str, Any] = {
-        "pipeline": pipeline.pk,
-        "team": pipeline.team_id,
-        "start": minute,
-        "end": minute + width,
-        "stage": None if stage is None else stage.pk,
-        "q": quantile,
-        "count": count,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+    found = span_reads.nearest_to_quantile(
+        pipeline.pk,
+        pipeline.team_id,
+        None if stage is None else stage.pk,
+        minute,
+        minute + width,
+        quantile,
+        count,
+    )
     names = {pipeline.pk: str(pipeline)}
     return Exemplars(
         pipeline_id=pipeline.pk,
@@ -124,8 +96,8 @@ def trace_exemplars(
         stage_name=None if stage is None else stage.name,
         minute=minute,
         quantile=quantile,
-        n=int(rows[0][10]) if rows else 0,
-        quantile_ns=int(rows[0][9]) if rows else None,
-        traces=tuple(summary(row[:9], names) for row in rows),
+        n=found.n,
+        quantile_ns=found.quantile_ns,
+        traces=tuple(summary(row, names) for row in found.spans),
         width=width,
     )

@@ -6,9 +6,9 @@ Pipelines and stages of teams the user is not in do not exist here: asking for t
 (``latencyboard.traces.exemplar_queries``); one trace's waterfall is read in
 ``latencyboard.traces.waterfall_queries``.
 
-Search and exemplars read raw spans through the ``(pipeline_id, start_time)`` index, so their
-cost grows with the spans stored in the window; that is why a search window is bounded
-(:data:`MAX_WINDOW`).
+Search and exemplars read raw spans (``latencyboard.storage.span_reads``) through the
+``(pipeline_id, start_time)`` index, so their cost grows with the spans stored in the window;
+that is why a search window is bounded (:data:`MAX_WINDOW`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import connection
 
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.teams.queries import teams_of
+from latencyboard.storage import span_reads
 from latencyboard.traces import ids
 
 MAX_WINDOW: Final = dt.timedelta(hours=24)
@@ -33,7 +32,7 @@ DEFAULT_WINDOW: Final = dt.timedelta(hours=1)
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
 MINUTE: Final = dt.timedelta(minutes=1)
-STATUS_ERROR: Final = 2
+STATUS_ERROR: Final = span_reads.STATUS_ERROR
 NS_PER_MS: Final = 1_000_000
 
 
@@ -136,11 +135,7 @@ class TraceSearch:
 
 def pipelines_of(user: User | AnonymousUser) -> list[Pipeline]:
     """The user's pipelines with their stages, for the search form."""
-    return list(
-        Pipeline.objects.filter(team__in=teams_of(user))
-        .select_related("team")
-        .prefetch_related("stages")
-    )
+    return list(Pipeline.objects.visible_to(user).select_related("team").prefetch_related("stages"))
 
 
 def search_traces(user: User | AnonymousUser, filters: TraceFilters) -> TraceSearch:
@@ -161,19 +156,22 @@ def search_traces(user: User | AnonymousUser, filters: TraceFilters) -> TraceSea
     pipelines, stage = scope(user, filters.pipeline_id, filters.stage_id)
     if not pipelines:
         return TraceSearch(filters, None, (), more=False)
-    params: dict[str, Any] = {
-        "pipelines": [pipeline.pk for pipeline in pipelines],
-        "teams": sorted({pipeline.team_id for pipeline in pipelines}),
-        "start": filters.start,
-        "end": filters.end,
-        "stage": None if stage is None else stage.pk,
-        "limit": filters.limit + 1,
-    }
-    sql = _search_sql(filters, params)
+    rows = span_reads.search(
+        span_reads.SpanSearch(
+            pipeline_ids=[pipeline.pk for pipeline in pipelines],
+            team_ids=sorted({pipeline.team_id for pipeline in pipelines}),
+            start=filters.start,
+            end=filters.end,
+            late_end=filters.end + MAX_WINDOW,
+            stage_id=None if stage is None else stage.pk,
+            min_ns=None if low is None else math.ceil(low * NS_PER_MS),
+            max_ns=None if high is None else math.floor(high * NS_PER_MS),
+            status=filters.status,
+            attributes=[attribute.documents() for attribute in filters.attributes],
+            limit=filters.limit + 1,
+        )
+    )
     names = {pipeline.pk: str(pipeline) for pipeline in pipelines}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
     traces = tuple(summary(row, names) for row in rows[: filters.limit])
     return TraceSearch(
         filters,
@@ -188,12 +186,12 @@ def scope(
 ) -> tuple[list[Pipeline], Stage | None]:
     """The pipelines to read (the one asked for, the stage's, or all of the user's) and the
     stage; raises DoesNotExist for either outside the user's teams."""
-    mine = Pipeline.objects.filter(team__in=teams_of(user))
+    mine = Pipeline.objects.visible_to(user)
     pipeline = None if pipeline_id is None else mine.get(pk=pipeline_id)
     stage = (
         None
         if stage_id is None
-        else Stage.objects.select_related("pipeline").get(pk=stage_id, pipeline__in=mine)
+        else Stage.objects.visible_to(user).select_related("pipeline").get(pk=stage_id)
     )
     if stage is not None:
         if pipeline is not None and stage.pipeline_id != pipeline.pk:
@@ -230,93 +228,3 @@ def _check_window(start: dt.datetime, end: dt.datetime) -> None:
             f"At most {hours} h per search: traces are searched in raw spans, so a window "
             "is kept short. Narrow it, or read percentiles for longer periods.",
         )
-
-
-def _search_sql(filters: TraceFilters, params: dict[str, Any]) -> str:
-    """The search statement; every value in it is a parameter, added to ``params``.
-
-    Without a stage: one range scan of the root spans' partial index over the window. With
-    a stage, the roots of the window are joined by trace id to the stage's spans, read from
-    the ``(pipeline_id, start_time)`` index alone (it carries stage, trace id and duration):
-    from the window's start to the last matching root's end (capped at :data:`MAX_WINDOW`
-    after the window, so that the planner prunes the day partitions beyond), so that spans
-    of requests still running at the window's end count too.
-    """
-    window = (
-        "r.pipeline_id = ANY(%(pipelines)s) AND r.team_id = ANY(%(teams)s) "
-        "AND r.start_time >= %(start)s AND r.start_time < %(end)s"
-    )
-    root = ["r.is_root"]
-    if filters.status is not None:
-        root.append(f"r.status_code {'=' if filters.status == 'error' else '<>'} {STATUS_ERROR}")
-    for number, attribute in enumerate(filters.attributes):
-        alternatives = []
-        for k, document in enumerate(attribute.documents()):
-            params[f"attr{number}_{k}"] = document
-            alternatives.append(f"r.attributes @> %(attr{number}_{k})s::jsonb")
-        root.append(f"({' OR '.join(alternatives)})")
-    durations = _duration_bounds(filters, params)
-    columns = (
-        "r.trace_id, r.span_id, r.pipeline_id, r.name, r.start_time, r.duration_ns, "
-        "r.status_code, r.status_message"
-    )
-    order = "ORDER BY r.duration_ns DESC, r.start_time, r.trace_id, r.span_id LIMIT %(limit)s"
-    if filters.stage_id is None:
-        where = " AND ".join([window, *root, *(f"r.{bound}" for bound in durations)])
-        return f"SELECT {columns}, NULL FROM spans_span r WHERE {where} {order}"  # noqa: S608 - constant fragments, values are parameters
-    params["late_end"] = filters.end + MAX_WINDOW
-    # No team condition on the stage's spans, so that the index answers alone: a stage is
-    # one pipeline's, which scope found in the user's teams, and so are its spans.
-    of_stage = " AND ".join(
-        [
-            "s.pipeline_id = ANY(%(pipelines)s) AND s.stage_id = %(stage)s",
-            *(f"s.{bound}" for bound in durations),
-        ]
-    )
-    # The roots keep no text columns, so that a day of them stays small; the names and
-    # statuses of the few traces returned are read back by primary key.
-    return f"""
-        WITH roots AS MATERIALIZED (
-            SELECT r.team_id, r.trace_id, r.span_id, r.start_time, r.duration_ns
-            FROM spans_span r
-            WHERE {window} AND {" AND ".join(root)}
-        ),
-        stage_spans AS (
-            SELECT s.trace_id, s.duration_ns
-            FROM spans_span s
-            WHERE {of_stage} AND s.start_time >= %(start)s AND s.start_time < %(end)s
-            UNION ALL
-            SELECT s.trace_id, s.duration_ns
-            FROM spans_span s
-            WHERE {of_stage} AND s.start_time >= %(end)s AND s.start_time < %(late_end)s
-              AND s.start_time <= (
-                  SELECT max(start_time + duration_ns / 1000 * interval '1 microsecond')
-                  FROM roots
-              )
-        ),
-        matched AS (
-            SELECT trace_id, max(duration_ns) AS duration_ns FROM stage_spans GROUP BY trace_id
-        ),
-        slowest AS (
-            SELECT r.*, m.duration_ns AS stage_ns
-            FROM roots r JOIN matched m USING (trace_id)
-            {order}
-        )
-        SELECT {columns}, t.stage_ns
-        FROM slowest t
-        JOIN spans_span r USING (team_id, trace_id, span_id, start_time)
-        WHERE {window}
-        ORDER BY t.duration_ns DESC, t.start_time, t.trace_id, t.span_id
-    """  # noqa: S608 - constant fragments, values are parameters
-
-
-def _duration_bounds(filters: TraceFilters, params: dict[str, Any]) -> list[str]:
-    """Conditions on ``duration_ns`` (to prefix with a table alias) for the ms bounds."""
-    bounds = []
-    if filters.min_ms is not None:
-        params["min_ns"] = math.ceil(filters.min_ms * NS_PER_MS)
-        bounds.append("duration_ns >= %(min_ns)s")
-    if filters.max_ms is not None:
-        params["max_ns"] = math.floor(filters.max_ms * NS_PER_MS)
-        bounds.append("duration_ns <= %(max_ns)s")
-    return bounds

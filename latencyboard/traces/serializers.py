@@ -9,6 +9,8 @@ from typing import Any, Final
 from rest_framework import serializers
 
 from latencyboard import bounds
+from latencyboard.moments import iso_utc
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.traces import ids
 from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT, Exemplars
 from latencyboard.traces.queries import (
@@ -23,7 +25,6 @@ from latencyboard.traces.queries import (
 )
 from latencyboard.traces.waterfall_queries import TraceWaterfall
 
-END_TO_END_STAGE: Final = "e2e"
 DEFAULT_QUANTILE: Final = 0.99
 MAX_EXEMPLARS: Final = 20
 KIND_NAMES: Final = {
@@ -53,7 +54,7 @@ class TraceSearchQuerySerializer(serializers.Serializer):
     stage = serializers.CharField(
         required=False,
         help_text="Stage id: only traces having a span of this stage; min_ms/max_ms then "
-        f"bound that span's duration. `{END_TO_END_STAGE}` (the root spans) is the same as "
+        f"bound that span's duration. `{END_TO_END}` (the root spans) is the same as "
         "no stage.",
     )
     start = bounds.MomentField(
@@ -112,17 +113,12 @@ class TraceSearchQuerySerializer(serializers.Serializer):
         return window
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        start, end, window = attrs.get("start"), attrs.get("end"), attrs.get("window")
-        if window is not None and (start is not None or end is not None):
-            raise serializers.ValidationError(
-                {"window": ["Give either window or start and end, not both."]}
-            )
-        if (start is None) != (end is None):
-            missing = "end" if end is None else "start"
-            raise serializers.ValidationError({missing: ["Give start and end together."]})
-        if start is None or end is None:
-            now: dt.datetime = self.context["now"]
-            start, end = now - (window or DEFAULT_WINDOW), now
+        window = attrs.get("window")
+        now: dt.datetime = self.context["now"]
+        start, end = bounds.given_window(attrs, window=window is not None) or (
+            now - (window or DEFAULT_WINDOW),
+            now,
+        )
         return {
             "start": start.astimezone(dt.UTC),
             "end": end.astimezone(dt.UTC),
@@ -142,8 +138,8 @@ class ExemplarQuerySerializer(serializers.Serializer):
 
     pipeline = serializers.IntegerField(min_value=1, help_text="Pipeline id.")
     stage = serializers.CharField(
-        default=END_TO_END_STAGE,
-        help_text=f"Stage id, or `{END_TO_END_STAGE}` for the root spans (end to end).",
+        default=END_TO_END,
+        help_text=f"Stage id, or `{END_TO_END}` for the root spans (end to end).",
     )
     minute = bounds.MomentField(
         help_text="The minute, ISO 8601; seconds are dropped (UTC unless an offset is given). "
@@ -201,12 +197,10 @@ class ExemplarQuerySerializer(serializers.Serializer):
 
 def _stage(value: str) -> int | None:
     """A stage id, or None for the end-to-end latency (the root spans)."""
-    if value == END_TO_END_STAGE:
+    if value == END_TO_END:
         return None
     if not _STAGE_ID.fullmatch(value):
-        raise serializers.ValidationError(
-            f"'{value}' is neither a stage id nor {END_TO_END_STAGE}."
-        )
+        raise serializers.ValidationError(f"'{value}' is neither a stage id nor {END_TO_END}.")
     return int(value)
 
 
@@ -318,8 +312,8 @@ class TraceWaterfallSerializer(serializers.Serializer):
 def trace_search_data(result: TraceSearch) -> dict[str, Any]:
     """The JSON body for ``result``, in the shape :class:`TraceSearchSerializer` shows."""
     return {
-        "start": _iso(result.filters.start),
-        "end": _iso(result.filters.end),
+        "start": iso_utc(result.filters.start),
+        "end": iso_utc(result.filters.end),
         "limit": result.filters.limit,
         "more": result.more,
         "traces": [trace_summary_data(trace) for trace in result.traces],
@@ -333,8 +327,8 @@ def exemplars_data(result: Exemplars) -> dict[str, Any]:
         "stage": None
         if result.stage_id is None
         else {"id": result.stage_id, "name": result.stage_name},
-        "minute": _iso(result.minute),
-        "end": _iso(result.minute_end),
+        "minute": iso_utc(result.minute),
+        "end": iso_utc(result.minute_end),
         "quantile": result.quantile,
         "n": result.n,
         "quantile_ms": result.quantile_ms,
@@ -348,7 +342,7 @@ def trace_summary_data(trace: TraceSummary) -> dict[str, Any]:
         "span_id": trace.span_hex,
         "pipeline": {"id": trace.pipeline_id, "name": trace.pipeline_name},
         "name": trace.name,
-        "start_time": _iso(trace.start_time),
+        "start_time": iso_utc(trace.start_time),
         "duration_ms": trace.duration_ms,
         "status": "error" if trace.is_error else "ok",
         "status_message": trace.status_message,
@@ -377,7 +371,7 @@ def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
                 "kind": KIND_NAMES.get(span.kind, str(span.kind)),
                 "status": STATUS_NAMES.get(span.status_code, str(span.status_code)),
                 "status_message": span.status_message,
-                "start_time": _iso(span.start_time),
+                "start_time": iso_utc(span.start_time),
                 "offset_ms": row.offset_ns / 1e6,
                 "duration_ms": row.duration_ns / 1e6,
                 "self_ms": row.self_ns / 1e6,
@@ -390,14 +384,10 @@ def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
         )
     return {
         "trace_id": ids.trace_hex(result.trace_id),
-        "start_time": _iso(result.start_time),
+        "start_time": iso_utc(result.start_time),
         "duration_ms": result.waterfall.duration_ns / 1e6,
         "span_count": len(spans),
         "truncated": result.truncated,
         "critical_path": [position[index] for index in result.waterfall.critical_path],
         "spans": spans,
     }
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

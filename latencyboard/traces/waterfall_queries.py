@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import connection
 
 from latencyboard.pipelines.models import Pipeline
+from latencyboard.storage import span_reads
 from latencyboard.teams.queries import teams_of
 from latencyboard.traces import waterfall
 
@@ -71,18 +71,7 @@ def trace_waterfall(user: User | AnonymousUser, trace_id: uuid.UUID) -> TraceWat
     team or to nobody).
     """
     team_ids = list(teams_of(user).values_list("pk", flat=True))
-    sql = """
-        SELECT s.span_id, s.parent_span_id, s.name, st.name, s.pipeline_id, s.kind,
-               s.status_code, s.status_message, s.start_time, s.duration_ns, s.is_root,
-               s.attributes
-        FROM spans_span s JOIN pipelines_stage st ON st.id = s.stage_id
-        WHERE s.team_id = ANY(%(teams)s) AND s.trace_id = %(trace)s
-        ORDER BY s.start_time, s.span_id
-        LIMIT %(limit)s
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {"teams": team_ids, "trace": trace_id, "limit": MAX_TRACE_SPANS + 1})
-        rows = cursor.fetchall()
+    rows = span_reads.trace_spans(team_ids, trace_id, MAX_TRACE_SPANS + 1)
     if not rows:
         raise TraceNotFound(trace_id)
     pipelines = Pipeline.objects.in_bulk({row[4] for row in rows})

@@ -216,7 +216,7 @@ def _csrf_token() -> str:
 _ID_PARAMETERS = {
     "pipeline_id": "pipeline_ids",
     "pipeline": "pipeline_ids",
-    "id": "objective_ids",
+    "objective_id": "objective_ids",
     "window_id": "window_ids",
     "stage": "stage_ids",
     "trace_id": "trace_ids",
@@ -296,4 +296,6 @@ def test_no_operation_of_the_api_fails_or_leaks_whatever_is_sent(teams, persona,
         print(f"\nAPI fuzz ({persona}): {len(operations)} operations, {cases} cases")
     assert failures == []
     assert team_rows(other.team) == before
-    assert {"POST /api/slas/", "DELETE /api/slas/{id}/"} <= {op.label for op in operations}
+    assert {"POST /api/slas/", "DELETE /api/slas/{objective_id}/"} <= {
+        op.label for op in operations
+    }

@@ -176,7 +176,7 @@ def test_summary_covers_the_whole_window_per_stage(client, dataset):
     body = get_percentiles(
         client,
         dataset,
-        stages="e2e",
+        stages="end-to-end",
         start=iso(T0),
         end=iso(T0 + dt.timedelta(hours=HOURS)),
         step="15m",
@@ -252,7 +252,7 @@ def test_rows_of_stages_not_in_the_answer_are_left_out_of_every_figure(client, d
 
     # When every stage is asked for, which reads every row of the pipeline
     every = get_percentiles(client, dataset, **window)
-    some = get_percentiles(client, dataset, stages=f"e2e,{dataset.stages[0].pk}", **window)
+    some = get_percentiles(client, dataset, stages=f"end-to-end,{dataset.stages[0].pk}", **window)
 
     # Then the stray rows count nowhere: the figures are those of the listed stages' rows
     counts = {series["stage"]["id"]: series["summary"]["n"] for series in every["series"]}
@@ -422,8 +422,8 @@ def test_anonymous_visitor_is_refused_the_percentiles(client, dataset):
         ({"q": "0.5,nan"}, "q", "strictly between 0 and 1"),
         ({"q": "p99"}, "q", "not a number"),
         ({"q": ",".join(f"0.{n}" for n in range(1, 10)) + ",0.95,0.99"}, "q", "At most 10"),
-        ({"stages": "preprocess"}, "stages", "neither a stage id nor e2e"),
-        ({"stages": "99999999999999999999"}, "stages", "neither a stage id nor e2e"),
+        ({"stages": "preprocess"}, "stages", "neither a stage id nor end-to-end"),
+        ({"stages": "99999999999999999999"}, "stages", "neither a stage id nor end-to-end"),
     ],
     ids=[
         "window-over-400-days",
@@ -463,7 +463,7 @@ def test_a_stage_of_another_pipeline_is_400_and_not_named(client, dataset):
     foreign = Stage.objects.create(pipeline=other, name="secret_ranker")
     client.force_login(dataset.member)
 
-    response = client.get(url(dataset.pipeline.pk), {"stages": f"e2e,{foreign.pk}"})
+    response = client.get(url(dataset.pipeline.pk), {"stages": f"end-to-end,{foreign.pk}"})
 
     assert response.status_code == 400
     assert response.json() == {"stages": [f"No stage with id {foreign.pk} in this pipeline."]}
@@ -472,7 +472,7 @@ def test_a_stage_of_another_pipeline_is_400_and_not_named(client, dataset):
 def test_window_ends_now_widened_to_the_next_whole_step(client, dataset):
     before = dt.datetime.now(dt.UTC)
 
-    body = get_percentiles(client, dataset, window="2h", step="1h", stages="e2e")
+    body = get_percentiles(client, dataset, window="2h", step="1h", stages="end-to-end")
 
     after = dt.datetime.now(dt.UTC)
     end = dt.datetime.fromisoformat(body["end"])

@@ -16,7 +16,7 @@
     const [count, unit] = page.stepParts(stepSeconds);
     const query = new URLSearchParams({
       pipeline: cfg.pipeline.id,
-      stage: stageId === null ? "e2e" : stageId,
+      stage: stageId === null ? cfg.endToEnd : stageId,
       minute: bucketStart,
       step: `${count}${unit}`,
       near: key,
