@@ -1,12 +1,13 @@
 """Every route of the project, walked as an outsider: nothing of another team comes back.
 
-Team A has a pipeline with spans, an SLA objective with a maintenance window, and an API
-token. A user of team B (an admin there, so no page refuses them for their role) asks every
-URL pattern (pages and API, signed in and with a team-B API token) and every WebSocket route,
-with the path parameters naming A's objects and query parameters and bodies naming them
-too. Routes with A's objects in the path answer 404 (405 for a method the route does not
-take); every other answer is under 500 and shows none of A's names or trace ids; A's rows are
-unchanged at the end; a socket to A's pipeline is refused and hears nothing.
+Team A has a pipeline with spans, an SLA objective with a maintenance window, an API token,
+and an alert rule with a channel and a firing alert. A user of team B (an admin there, so no
+page refuses them for their role) asks every URL pattern (pages and API, signed in and with
+a team-B API token) and every WebSocket route, with the path parameters naming A's objects
+and query parameters and bodies naming them too. Routes with A's objects in the path answer
+404 (405 for a method the route does not take); every other answer is under 500 and shows
+none of A's names or trace ids; A's rows are unchanged at the end; a socket to A's pipeline
+is refused and hears nothing.
 
 The routes are read from the URL resolvers, not listed here: a route added later is walked
 without anyone remembering, and one whose path parameters :data:`PATH_OBJECTS` does not know
@@ -37,6 +38,7 @@ from django.urls.resolvers import RegexPattern, RoutePattern
 from django.utils import timezone
 from rest_framework.views import APIView
 
+from latencyboard.alerts.models import Alert, AlertStatus, Channel, ChannelKind, Rule
 from latencyboard.apitokens.models import ApiToken, Scope
 from latencyboard.apitokens.services import issue_api_token
 from latencyboard.live.groups import pipeline_group, team_group
@@ -67,6 +69,9 @@ class Secret:
     objective: Objective
     window: MaintenanceWindow
     api_token: ApiToken
+    rule: Rule
+    channel: Channel
+    alert: Alert
 
     @property
     def markers(self) -> list[str]:
@@ -78,6 +83,10 @@ class Secret:
             self.objective.name,
             self.window.reason,
             self.api_token.name,
+            self.rule.name,
+            self.channel.name,
+            self.channel.target,
+            self.alert.summary,
         ]
 
 
@@ -88,6 +97,9 @@ PATH_OBJECTS: dict[str, Callable[[Secret], str]] = {
     "window_id": lambda a: str(a.window.pk),
     "trace_id": lambda a: a.trace_hex,
     "token_id": lambda a: str(a.api_token.pk),
+    "rule_id": lambda a: str(a.rule.pk),
+    "channel_id": lambda a: str(a.channel.pk),
+    "alert_id": lambda a: str(a.alert.pk),
 }
 
 
@@ -200,7 +212,26 @@ def secret() -> Secret:
         now=now,
     )
     token = issue_api_token(admin, "alpha-hidden-token-5521", Scope.READ).token
-    return Secret(team, pipeline, stage, ids.trace_hex(trace), objective, window, token)
+    channel = Channel.objects.create(
+        team=team,
+        name="alpha-hidden-channel-5521",
+        kind=ChannelKind.WEBHOOK,
+        target="http://127.0.0.1:9/alpha-hidden-hook-5521",
+    )
+    rule = Rule.objects.create(pipeline=pipeline, name="alpha-hidden-rule-5521")
+    rule.channels.add(channel)
+    alert = Alert.objects.create(
+        rule=rule,
+        pipeline=pipeline,
+        stage=stage,
+        dedup_key=f"alpha-{rule.pk}",
+        status=AlertStatus.FIRING,
+        summary="alpha-hidden-alert-5521",
+        started_at=now,
+    )
+    return Secret(
+        team, pipeline, stage, ids.trace_hex(trace), objective, window, token, rule, channel, alert
+    )
 
 
 @dataclass(frozen=True)
@@ -234,6 +265,9 @@ def rows_of(a: Secret) -> dict[str, Any]:
         "objectives": list(Objective.objects.filter(team=a.team).values()),
         "windows": list(MaintenanceWindow.objects.filter(objective__team=a.team).values()),
         "tokens": list(ApiToken.objects.filter(user__teams=a.team).values()),
+        "rules": list(Rule.objects.filter(pipeline__team=a.team).values()),
+        "channels": list(Channel.objects.filter(team=a.team).values()),
+        "alerts": list(Alert.objects.filter(pipeline__team=a.team).values()),
     }
 
 
