@@ -1,0 +1,80 @@
+"""Reads of whole-window sketches: one merged sketch per series (end to end or a stage) of a
+pipeline, or of each value of a cohort attribute, over any window of whole minutes.
+
+Every span the rollups hold for the window counts once: the rows read tile the window
+(:func:`~latencyboard.rollups.cohort_windows.cover_window`). Callers scope the pipeline to
+the user's teams first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.rollups.cohort_windows import cover_window
+from latencyboard.rollups.models import Rollup
+from latencyboard.rollups.queries import stored_rows
+from latencyboard.rollups.windows import Segment
+from latencyboard.sketches.sketch import Sketch, merge_many
+from latencyboard.storage import cohort_reads
+
+END_TO_END = cohort_reads.END_TO_END
+"""The series key of end-to-end latency; other keys are stage ids."""
+
+SeriesSketches = dict[int, Sketch]
+
+
+def window_segments(pipeline: Pipeline, start: dt.datetime, end: dt.datetime) -> list[Segment]:
+    """The rollup rows that tile ``[start, end)``; cohort rows are compacted with the rollups,
+    so the same segments serve both."""
+    return cover_window(start, end, stored_rows(Rollup, pipeline))
+
+
+def series_sketches(pipeline_id: int, segments: Sequence[Segment]) -> SeriesSketches:
+    """One sketch per series of the pipeline over the segments."""
+    if not segments:
+        return {}
+    rows = _fetch(*cohort_reads.rollup_sketches(pipeline_id, segments))
+    return _merge((series, blob) for series, _, blob in rows)
+
+
+def cohort_series_sketches(
+    pipeline_id: int, attribute: str, values: Sequence[str] | None, segments: Sequence[Segment]
+) -> dict[str, SeriesSketches]:
+    """One sketch per value and series of a cohort attribute over the segments (only
+    ``values`` unless None)."""
+    if not segments:
+        return {}
+    rows = _fetch(*cohort_reads.cohort_sketches(pipeline_id, attribute, values, segments))
+    by_value: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
+    for value, series, _, blob in rows:
+        by_value[value].append((series, blob))
+    return {value: _merge(pairs) for value, pairs in by_value.items()}
+
+
+def cohort_value_counts(
+    pipeline_id: int, attribute: str, segments: Sequence[Segment]
+) -> dict[str, int]:
+    """End-to-end spans of each value of a cohort attribute over the segments."""
+    if not segments:
+        return {}
+    rows = _fetch(*cohort_reads.cohort_values(pipeline_id, attribute, segments))
+    return {value: int(count) for value, count in rows}
+
+
+def _merge(pairs: Any) -> SeriesSketches:
+    blobs: dict[int, list[bytes]] = defaultdict(list)
+    for series, blob in pairs:
+        blobs[series].append(blob)
+    return {series: merge_many(group) for series, group in blobs.items()}
+
+
+def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
