@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from django.contrib.auth.models import AnonymousUser, User
 
 from latencyboard.compare import stats
-from latencyboard.pipelines.models import DEFAULT_COHORT_ATTRIBUTES, Pipeline
+from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.rollups import cohort_queries
 from latencyboard.rollups.cohort_queries import END_TO_END as END_TO_END_SERIES
 from latencyboard.rollups.cohort_queries import SeriesSketches
@@ -86,12 +86,6 @@ class Comparison:
     @property
     def mode(self) -> str:
         return "windows" if self.attribute is None else "attribute"
-
-
-def cohort_attributes(pipeline: Pipeline) -> list[str]:
-    """The attributes whose values have sketches in this pipeline."""
-    extra = pipeline.cohort_attributes.values_list("key", flat=True)
-    return [*DEFAULT_COHORT_ATTRIBUTES, *extra]
 
 
 def compare(

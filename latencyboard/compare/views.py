@@ -13,8 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from latencyboard.compare import stats
-from latencyboard.compare.queries import cohort_attributes
-from latencyboard.pipelines.models import Pipeline
+from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.teams.queries import teams_of
 
 

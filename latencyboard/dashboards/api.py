@@ -4,10 +4,10 @@ pipeline is a 404."""
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -25,14 +25,12 @@ from latencyboard.dashboards.serializers import (
     StageBreakdownSerializer,
     WindowQuerySerializer,
 )
-from latencyboard.pipelines.models import Pipeline
+from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.rollups.queries import END_TO_END
 from latencyboard.rollups.share_queries import StageBreakdown, stage_breakdown
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")
-_PREFERRED_KEYS = ("model.version", "service.version")
-_MAX_HOURS = attribute_queries.MAX_WINDOW / dt.timedelta(hours=1)
 
 
 def _pipeline(request: Request, pipeline_id: int) -> Pipeline:
@@ -119,34 +117,41 @@ class DeploymentsView(APIView):
 
 
 class AttributeBreakdownView(APIView):
-    """Latency per value of a span attribute, from raw spans."""
+    """Latency per value of a cohort attribute, from the cohort rollups."""
 
     @extend_schema(
         operation_id="pipeline_attribute_breakdown",
-        summary="Exact latency per value of a span attribute (raw spans, recent windows)",
+        summary="Latency per value of a cohort attribute, over the whole window",
         description="Percentiles of each stage's spans (and of the root spans, end to end) "
-        "per value of the attribute, exact, from raw spans: at most the last "
-        f"{_MAX_HOURS:.0f} h of the window and its newest "
-        f"{attribute_queries.MAX_SPANS:,} spans.",
+        "per value of the attribute, merged from the cohort rollups over the whole window: "
+        "every span counts, quantiles within 1%. Only cohort attributes (`keys`: "
+        "model.version, service.version and those an admin adds to the pipeline) have "
+        "values; for another key `cohort` is false and `add_url` (admins only) is where "
+        "to add it.",
         parameters=[AttributeQuerySerializer],
         responses={200: AttributeBreakdownSerializer, 400: _INVALID, 404: _NOT_FOUND},
     )
     def get(self, request: Request, pipeline_id: int) -> Response:
         pipeline = _pipeline(request, pipeline_id)
         params = _params(AttributeQuerySerializer, request)
-        keys = attribute_queries.attribute_keys(pipeline, params["end"])
-        key = params.get("key") or next(
-            (key for key in (*_PREFERRED_KEYS, *keys) if key in keys), ""
-        )
+        keys = cohort_attributes(pipeline)
+        key = params.get("key") or keys[0]
         result = attribute_queries.attribute_breakdown(
             pipeline, key, params["start"], params["end"], params["q"]
         )
         names = dict(pipeline.stages.values_list("pk", "name"))
+        can_add = request.user.has_perm("pipelines.add_cohortattribute")
         data = {
             **{field: getattr(result, field) for field in result.__dataclass_fields__},
             "keys": keys,
-            "max_spans": attribute_queries.MAX_SPANS,
-            "max_window_seconds": int(attribute_queries.MAX_WINDOW.total_seconds()),
+            "other_keys": [
+                k
+                for k in attribute_queries.attribute_keys(pipeline, params["end"])
+                if k not in keys
+            ],
+            "add_url": reverse("admin:pipelines_pipeline_change", args=[pipeline.pk])
+            if can_add
+            else None,
             "max_values": attribute_queries.MAX_VALUES,
             "groups": [
                 {

@@ -127,3 +127,9 @@ class CohortAttribute(models.Model):
     def clean(self) -> None:
         if self.key in DEFAULT_COHORT_ATTRIBUTES:
             raise ValidationError({"key": f"{self.key} is a cohort attribute of every pipeline."})
+
+
+def cohort_attributes(pipeline: Pipeline) -> list[str]:
+    """The attributes whose values have their own sketches in this pipeline."""
+    extra = pipeline.cohort_attributes.values_list("key", flat=True)
+    return [*DEFAULT_COHORT_ATTRIBUTES, *extra]

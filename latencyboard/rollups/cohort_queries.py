@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
@@ -43,28 +44,31 @@ def series_sketches(pipeline_id: int, segments: Sequence[Segment]) -> SeriesSket
     return _merge((series, blob) for series, _, blob in rows)
 
 
-def cohort_series_sketches(
+@dataclass(frozen=True, slots=True)
+class SeriesFigures:
+    """A series merged over a window: its sketch and its exact error count."""
+
+    sketch: Sketch
+    errors: int
+
+
+def cohort_series(
     pipeline_id: int, attribute: str, values: Sequence[str] | None, segments: Sequence[Segment]
-) -> dict[str, SeriesSketches]:
-    """One sketch per value and series of a cohort attribute over the segments (only
-    ``values`` unless None)."""
+) -> dict[str, dict[int, SeriesFigures]]:
+    """One merged sketch and error count per value and series of a cohort attribute over
+    the segments (only ``values`` unless None)."""
     if not segments:
         return {}
     rows = _fetch(*cohort_reads.cohort_sketches(pipeline_id, attribute, values, segments))
-    by_value: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
-    for value, series, _, blob in rows:
-        by_value[value].append((series, blob))
-    return {value: _merge(pairs) for value, pairs in by_value.items()}
-
-
-def cohort_value_counts(
-    pipeline_id: int, attribute: str, segments: Sequence[Segment]
-) -> dict[str, int]:
-    """End-to-end spans of each value of a cohort attribute over the segments."""
-    if not segments:
-        return {}
-    rows = _fetch(*cohort_reads.cohort_values(pipeline_id, attribute, segments))
-    return {value: int(count) for value, count in rows}
+    blobs: dict[tuple[str, int], list[bytes]] = defaultdict(list)
+    errors: dict[tuple[str, int], int] = defaultdict(int)
+    for value, series, error_count, blob in rows:
+        blobs[(value, series)].append(blob)
+        errors[(value, series)] += error_count
+    found: dict[str, dict[int, SeriesFigures]] = defaultdict(dict)
+    for (value, series), group in blobs.items():
+        found[value][series] = SeriesFigures(merge_many(group), errors[(value, series)])
+    return dict(found)
 
 
 def _merge(pairs: Any) -> SeriesSketches:

@@ -21,15 +21,9 @@ SELECT coalesce(stage_id, {END_TO_END}), count, sketch FROM {ROLLUP}
 WHERE pipeline_id = %s AND resolution = %s AND bucket_start >= %s AND bucket_start < %s
 """  # noqa: S608 - constant names
 _COHORT_SEGMENT: Final = f"""
-SELECT value, coalesce(stage_id, {END_TO_END}), count, sketch FROM {COHORT_ROLLUP}
+SELECT value, coalesce(stage_id, {END_TO_END}), error_count, sketch FROM {COHORT_ROLLUP}
 WHERE pipeline_id = %s AND attribute = %s AND resolution = %s
   AND bucket_start >= %s AND bucket_start < %s {{values}}
-"""  # noqa: S608
-_COHORT_VALUES: Final = f"""
-SELECT value, sum(count) FROM {COHORT_ROLLUP}
-WHERE pipeline_id = %s AND attribute = %s AND stage_id IS NULL AND resolution = %s
-  AND bucket_start >= %s AND bucket_start < %s
-GROUP BY value
 """  # noqa: S608
 
 
@@ -44,7 +38,7 @@ def rollup_sketches(pipeline_id: int, segments: Sequence[Segment]) -> tuple[str,
 def cohort_sketches(
     pipeline_id: int, attribute: str, values: Sequence[str] | None, segments: Sequence[Segment]
 ) -> tuple[str, list[Any]]:
-    """Rows ``(value, series, count, sketch)`` of an attribute's cohorts over ``segments``,
+    """Rows ``(value, series, error_count, sketch)`` of an attribute's cohorts over ``segments``,
     of ``values`` only unless None."""
     segment = _COHORT_SEGMENT.format(values="" if values is None else "AND value = ANY(%s)")
     params: list[Any] = []
@@ -53,14 +47,3 @@ def cohort_sketches(
         if values is not None:
             params.append(list(values))
     return " UNION ALL ".join([segment] * len(segments)), params
-
-
-def cohort_values(
-    pipeline_id: int, attribute: str, segments: Sequence[Segment]
-) -> tuple[str, list[Any]]:
-    """Rows ``(value, end-to-end spans)`` of an attribute over ``segments``."""
-    params: list[Any] = []
-    for part in segments:
-        params += [pipeline_id, attribute, part.resolution, part.start, part.end]
-    inner = " UNION ALL ".join([_COHORT_VALUES] * len(segments))
-    return f"SELECT value, sum(sum) FROM ({inner}) v GROUP BY value", params  # noqa: S608

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
-from latencyboard.dashboards import attribute_queries, deployments, queries, ranking
+from latencyboard.dashboards import deployments, queries, ranking
 from latencyboard.dashboards.deployments import GAP, Marker, Segment, Sighting
 from latencyboard.dashboards.models import VersionSegment, VersionWatermark
 from latencyboard.dashboards.overview_queries import WINDOWS, overview
@@ -671,81 +671,3 @@ def test_version_scan_task_runs_in_the_worker(writer, worker):
 
 
 # ----- breakdown by attribute ---------------------------------------------------------------------
-
-
-def lower_percentile_disc(values: list[float], q: float) -> float:
-    """PostgreSQL's percentile_disc: the first value whose cumulative share reaches q."""
-    ordered = sorted(values)
-    return ordered[max(0, int(np.ceil(q * len(ordered))) - 1)]
-
-
-@db_committed
-def test_attribute_breakdown_gives_exact_percentiles_per_value(client, writer):
-    # given requests on two model versions and with cache hits and misses
-    team = make_team("ours")
-    start = timezone.now().replace(second=0, microsecond=0) - 2 * HOUR
-    rng = np.random.default_rng(3)
-    durations: dict[tuple[str, str], list[float]] = {}
-    spans = []
-    for index in range(300):
-        version = "v8" if index % 3 == 0 else "v7"
-        root = round(float(rng.uniform(10, 100)), 3)
-        forward = round(float(rng.uniform(1, 9)), 3)
-        durations.setdefault(("end-to-end", version), []).append(root)
-        durations.setdefault(("model_forward", version), []).append(forward)
-        spans += request_spans(
-            start + index * dt.timedelta(seconds=10),
-            root,
-            {"model_forward": forward},
-            {"model.version": version},
-        )
-    store(writer, team, spans)
-    pipeline = Pipeline.objects.get(team=team)
-    client.force_login(make_user(team))
-
-    # when the page asks for the model.version breakdown of the last 3 hours
-    response = client.get(
-        f"/api/pipelines/{pipeline.pk}/attributes/",
-        {
-            "start": (start - HOUR).isoformat(),
-            "end": (start + 2 * HOUR).isoformat(),
-            "q": "0.5,0.99",
-        },
-    )
-
-    # then each stage and value has the exact percentiles of its spans
-    body = response.json()
-    assert response.status_code == 200
-    assert body["key"] == "model.version"
-    assert body["keys"] == ["model.version"]
-    assert body["values"] == ["v7", "v8"]
-    assert body["spans_read"] == 600
-    assert body["capped"] is False
-    got = {(g["stage"]["name"], g["value"]): (g["n"], g["quantiles_ms"]) for g in body["groups"]}
-    assert got == {
-        key: (len(values), [lower_percentile_disc(values, q) for q in (0.5, 0.99)])
-        for key, values in durations.items()
-    }
-
-
-@db_committed
-def test_attribute_breakdown_reads_only_the_newest_spans_of_the_last_day(writer, monkeypatch):
-    team = make_team("ours")
-    end = timezone.now().replace(second=0, microsecond=0)
-    for minutes_ago in (30 * 60, 20, 10, 5):  # the first is beyond 24 h
-        store(
-            writer,
-            team,
-            request_spans(end - minutes_ago * MINUTE, 10.0, {}, {"cache_hit": minutes_ago > 10}),
-        )
-    monkeypatch.setattr(attribute_queries, "MAX_SPANS", 2)
-    pipeline = Pipeline.objects.get(team=team)
-
-    result = attribute_queries.attribute_breakdown(
-        pipeline, "cache_hit", end - 48 * HOUR, end, (0.5,)
-    )
-
-    assert result.start == end - 24 * HOUR
-    assert result.capped is True
-    assert result.covered_from == end - 10 * MINUTE
-    assert [(g.value, g.n) for g in result.groups] == [("false", 2)]
