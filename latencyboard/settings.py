@@ -269,11 +269,6 @@ CELERY_BEAT_SCHEDULE = {
     },
     "rollups.fold": {"task": "rollups.fold", "schedule": 5.0, "options": {"expires": 4}},
     "rollups.compact": {"task": "rollups.compact", "schedule": 300.0, "options": {"expires": 240}},
-    "dashboards.scan-versions": {
-        "task": "dashboards.scan_versions",
-        "schedule": 60.0,
-        "options": {"expires": 50},
-    },
     "rollups.stage-shares": {
         "task": "rollups.stage_shares",
         "schedule": 60.0,

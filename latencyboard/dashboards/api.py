@@ -101,7 +101,8 @@ class DeploymentsView(APIView):
         operation_id="pipeline_deployments",
         summary="Deployment markers of a pipeline",
         description="Versions that appeared (with the one seen last before) or went away "
-        "within the window, from the pipeline's version segments.",
+        "within the window, from the first and last minute each version appears in the "
+        "pipeline's cohort rollups.",
         parameters=[WindowQuerySerializer],
         responses={200: DeploymentsSerializer, 400: _INVALID, 404: _NOT_FOUND},
     )

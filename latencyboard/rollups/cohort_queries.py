@@ -20,7 +20,7 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.cohort_windows import cover_window
 from latencyboard.rollups.models import Rollup
 from latencyboard.rollups.queries import stored_rows
-from latencyboard.rollups.windows import Segment
+from latencyboard.rollups.windows import RESOLUTION_SECONDS, Segment
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.storage import cohort_reads
 
@@ -82,3 +82,17 @@ def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+def version_buckets(
+    pipeline: Pipeline, attributes: Sequence[str], start: dt.datetime, end: dt.datetime
+) -> list[tuple[str, str, dt.datetime, int, int]]:
+    """Each bucket of ``[start, end)`` in which a value of one of ``attributes`` was seen in
+    the pipeline: ``(attribute, value, bucket_start, bucket seconds, spans)``, minutes
+    where they are kept, hours and days before."""
+    segments = window_segments(pipeline, start, end)
+    if not segments:
+        return []
+    sized = [(part, RESOLUTION_SECONDS[part.resolution]) for part in segments]
+    sql, params = cohort_reads.version_buckets(pipeline.pk, attributes, sized)
+    return [(a, v, b, int(s), int(n)) for a, v, b, s, n in _fetch(sql, params)]

@@ -47,3 +47,23 @@ def cohort_sketches(
         if values is not None:
             params.append(list(values))
     return " UNION ALL ".join([segment] * len(segments)), params
+
+
+_VERSION_SEGMENT: Final = f"""
+SELECT attribute, value, bucket_start, %s, sum(count) FROM {COHORT_ROLLUP}
+WHERE pipeline_id = %s AND attribute = ANY(%s) AND resolution = %s
+  AND bucket_start >= %s AND bucket_start < %s
+GROUP BY 1, 2, 3
+"""  # noqa: S608
+
+
+def version_buckets(
+    pipeline_id: int, attributes: Sequence[str], segments: Sequence[tuple[Segment, int]]
+) -> tuple[str, list[Any]]:
+    """Rows ``(attribute, value, bucket_start, bucket seconds, spans)``: each bucket in which
+    a value of one of ``attributes`` was seen, all stages together; ``segments`` pairs each
+    segment with its resolution's length in seconds."""
+    params: list[Any] = []
+    for part, seconds in segments:
+        params += [seconds, pipeline_id, list(attributes), part.resolution, part.start, part.end]
+    return " UNION ALL ".join([_VERSION_SEGMENT] * len(segments)), params

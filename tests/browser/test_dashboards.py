@@ -13,7 +13,6 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from ingest.backfill import backfill_demo
-from latencyboard.dashboards.services import scan_versions
 from latencyboard.demo.profiles import STAGE_NAMES
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.services import fold_pending_batches
@@ -42,7 +41,7 @@ class Demo:
 
 @pytest.fixture
 def demo() -> Demo:
-    """Demo traffic of the last day, folded into rollups, stage shares, version segments and
+    """Demo traffic of the last day, folded into rollups (cohorts included), stage shares and
     the counters of an end-to-end objective on fraud-scorer; a member and an outsider."""
     now = timezone.now()
     team, other = make_team("demo"), make_team("other")
@@ -50,7 +49,6 @@ def demo() -> Demo:
     while fold_pending_batches(timezone.now()).batches:
         pass
     compute_stage_shares(timezone.now(), seconds=120)
-    scan_versions(timezone.now(), seconds=60)
     Pipeline.objects.create(team=other, service_name="their-secret-service")
     admin = cast(User, make_user(team, role=Role.ADMIN, password=PASSWORD))
     fraud = Pipeline.objects.get(team=team, service_name="fraud-scorer")
