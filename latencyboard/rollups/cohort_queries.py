@@ -17,7 +17,7 @@ from typing import Any
 from django.db import connection
 
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups.cohort_windows import cover_window
+from latencyboard.rollups.cohort_windows import cover_window, finest_cover
 from latencyboard.rollups.models import Rollup
 from latencyboard.rollups.queries import stored_rows
 from latencyboard.rollups.windows import RESOLUTION_SECONDS, Segment
@@ -88,9 +88,9 @@ def version_buckets(
     pipeline: Pipeline, attributes: Sequence[str], start: dt.datetime, end: dt.datetime
 ) -> list[tuple[str, str, dt.datetime, int, int]]:
     """Each bucket of ``[start, end)`` in which a value of one of ``attributes`` was seen in
-    the pipeline: ``(attribute, value, bucket_start, bucket seconds, spans)``, minutes
-    where they are kept, hours and days before."""
-    segments = window_segments(pipeline, start, end)
+    the pipeline: ``(attribute, value, bucket_start, bucket seconds, spans)``, from the
+    finest rows kept: minutes, hours before them, days before those."""
+    segments = finest_cover(start, end, stored_rows(Rollup, pipeline))
     if not segments:
         return []
     sized = [(part, RESOLUTION_SECONDS[part.resolution]) for part in segments]

@@ -60,3 +60,26 @@ def _fill(
     _fill(start, first, level - 1, stored, segments)
     segments.append(Segment(resolution, first, last))
     _fill(last, end, level - 1, stored, segments)
+
+
+def finest_cover(
+    start: dt.datetime, end: dt.datetime, stored: Mapping[Resolution, StoredRows | None]
+) -> list[Segment]:
+    """Segments covering ``[start, end)`` with the finest rows stored for each part, in time
+    order: minutes back to the oldest kept, hours before them, days before those. Each
+    segment is widened to whole buckets of its resolution, so neighbours may overlap by less
+    than a bucket: for questions about when something was seen, not for counting."""
+    segments: list[Segment] = []
+    upper = end
+    for resolution in RESOLUTIONS:
+        rows = stored.get(resolution)
+        if rows is None:
+            continue
+        width = dt.timedelta(seconds=RESOLUTION_SECONDS[resolution])
+        lower = max(floor_to(start, width), floor_to(rows.first, width))
+        if lower < upper:
+            segments.append(Segment(resolution, lower, upper))
+            upper = lower
+        if upper <= start:
+            break
+    return segments[::-1]
