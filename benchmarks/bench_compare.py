@@ -72,7 +72,7 @@ def fold_phase() -> dict[str, Any]:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     with_cohorts = cohort_services.fold_cohorts
-    cohort_services.fold_cohorts = lambda *args, **kwargs: 0  # type: ignore[assignment]
+    cohort_services.fold_cohorts = lambda *args, **kwargs: 0
     print("bench: folding without cohorts", file=sys.stderr)
     without = fold_all()
     cohort_services.fold_cohorts = with_cohorts
@@ -192,10 +192,13 @@ def main() -> int:
     try:
         with BenchStack(keep=args.keep) as stack, running_redis(stack) as redis_url:
             stack.env.update({**PRODUCTION_SETTINGS, "REDIS_URL": redis_url})
-            os.environ.update(stack.env)
+            os.environ.update({**stack.env, "STATIC_ROOT": str(stack.root / "static")})
             import django
 
             django.setup()
+            from django.core.management import call_command
+
+            call_command("collectstatic", "--no-input", verbosity=0)
             from django.db import connection
 
             print(f"bench: loading {args.days} days at scale {args.scale}", file=sys.stderr)

@@ -136,8 +136,8 @@ def _sketches(pipeline: Pipeline, side: Side, attribute: str | None) -> SeriesSk
     segments = cohort_queries.window_segments(pipeline, side.start, side.end)
     if attribute is None or side.value is None:
         return cohort_queries.series_sketches(pipeline.pk, segments)
-    by_value = cohort_queries.cohort_series_sketches(pipeline.pk, attribute, [side.value], segments)
-    return by_value.get(side.value, {})
+    by_value = cohort_queries.cohort_series(pipeline.pk, attribute, [side.value], segments)
+    return {series: figures.sketch for series, figures in by_value.get(side.value, {}).items()}
 
 
 def _repeats_end_to_end(sides: list[SeriesSketches], key: int) -> bool:

@@ -48,7 +48,7 @@ def requests(
         failed = bool(rng.random() < 0.1)
         version = versions[n % len(versions)]
         durations = rng.lognormal(np.log(4e6), 0.9, size=len(STAGES)).astype(np.int64)
-        common = {"service.version": "2.1"}
+        common: dict[str, object] = {"service.version": "2.1"}
         root_span = _span(trace, root, None, "predict", at, int(durations.sum()), failed, common)
         spans.append(with_attributes(root_span, {"model.version": version}))
         for stage, duration in zip(STAGES, durations.tolist(), strict=True):
@@ -178,7 +178,7 @@ def test_fold_writes_a_sketch_per_cohort_stage_and_minute(rng, writer):
         if attribute == "model.version"
     }
     stages = dict(Pipeline.objects.get(team=team).stages.values_list("pk", "name"))
-    assert {stages.get(stage) for stage in model_stages} == {None, "predict", "model_forward"}
+    assert {stages.get(stage or 0) for stage in model_stages} == {None, "predict", "model_forward"}
     # cache_hit is not a cohort of this pipeline
     assert {key[0] for key in cohort_rows(team, "minute")} == {"model.version", "service.version"}
 

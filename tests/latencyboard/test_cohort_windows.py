@@ -6,7 +6,7 @@ import datetime as dt
 
 from latencyboard.rollups.cohort_windows import cover_window, finest_cover
 from latencyboard.rollups.cohorts import OTHER, CohortGroup, admit_values
-from latencyboard.rollups.windows import Segment, StoredRows
+from latencyboard.rollups.windows import Resolution, Segment, StoredRows
 
 T = dt.datetime(2026, 3, 10, tzinfo=dt.UTC)
 H = dt.timedelta(hours=1)
@@ -14,7 +14,7 @@ D = dt.timedelta(days=1)
 M = dt.timedelta(minutes=1)
 
 # Days compacted up to the 8th, hours up to 11:00 on the 10th, minutes for the last 2 days.
-STORED = {
+STORED: dict[Resolution, StoredRows | None] = {
     "day": StoredRows(T - 30 * D, T - 2 * D),
     "hour": StoredRows(T - 20 * D, T + 11 * H),
     "minute": StoredRows(T - 2 * D, T + 12 * H + 10 * M),
@@ -36,7 +36,9 @@ def test_a_window_is_tiled_by_days_then_hours_then_minutes_without_overlap():
 
 
 def test_a_pipeline_without_coarse_rows_is_read_from_minutes():
-    segments = cover_window(T, T + 10 * M, {"minute": StoredRows(T, T + 9 * M)})
+    only_minutes: dict[Resolution, StoredRows | None] = {"minute": StoredRows(T, T + 9 * M)}
+
+    segments = cover_window(T, T + 10 * M, only_minutes)
 
     assert segments == [Segment("minute", T, T + 10 * M)]
 

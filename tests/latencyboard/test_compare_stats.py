@@ -278,11 +278,17 @@ def test_fraud_scorer_v8_model_forward_p99_is_the_demos_factor_inside_the_interv
     # of the distribution: its estimate wanders over that stretch and its interval is wide.)
     quantiles = by_key(series)
     p99 = quantiles["p99"]
+    assert p99.a_ms is not None
+    assert p99.ci_low_ms is not None
+    assert p99.ci_high_ms is not None
     assert p99.ci_low_ms <= 0.35 * p99.a_ms <= p99.ci_high_ms
     assert series.change is stats.Change.SLOWER
     assert stats.verdict("model_forward", series).endswith("significantly slower")
     for key in ("p50", "p95"):
-        assert quantiles[key].b_ms / quantiles[key].a_ms == pytest.approx(1.35, rel=0.02)
+        a_ms, b_ms = quantiles[key].a_ms, quantiles[key].b_ms
+        assert a_ms is not None
+        assert b_ms is not None
+        assert b_ms / a_ms == pytest.approx(1.35, rel=0.02)
 
 
 def test_each_sides_quantiles_are_within_one_percent_of_the_exact_order_statistic():
