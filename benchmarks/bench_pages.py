@@ -101,7 +101,6 @@ def derive(team_id: int) -> dict[str, float]:
     from django.db import connection
     from django.utils import timezone
 
-    from latencyboard.dashboards.services import scan_versions
     from latencyboard.pipelines.models import Pipeline
     from latencyboard.rollups.compaction import compact_rollups
     from latencyboard.rollups.share_services import compute_stage_shares
@@ -122,11 +121,6 @@ def derive(team_id: int) -> dict[str, float]:
     while compute_stage_shares(timezone.now(), seconds=300).behind:
         pass
     seconds["stage_shares"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    while scan_versions(timezone.now(), seconds=300).behind:
-        pass
-    seconds["version_scan"] = time.perf_counter() - started
 
     team = Team.objects.get(pk=team_id)
     admin = get_user_model().objects.create_user("bench-admin")

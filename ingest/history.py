@@ -5,7 +5,7 @@ right edge, no deployment marker, no version comparison, one SLA point. So on a 
 no ingest batch yet, :func:`load_demo_history` backfills :data:`DAYS` days of the demo's
 traffic (:mod:`ingest.backfill`) and then does, at once, the catch-up work Celery beat would
 spread over minutes: the rollup fold (rollups and SLA counters), compaction into hours and
-days, the version segments behind deployment markers, and the stage shares.
+days (cohort rollups, behind deployment markers, included), and the stage shares.
 
 The history is sparser than live traffic (:data:`REQUESTS_PER_S` per pipeline instead of
 3 to 15), so that it is written and folded in well under a minute and takes a few hundred MB,
@@ -30,7 +30,6 @@ from django.db.models import Max
 from django.utils import timezone
 
 from ingest.backfill import BACKFILL, CHUNK, BackfillProgress, backfill_demo
-from latencyboard.dashboards.services import scan_versions
 from latencyboard.rollups import compaction, services, share_services
 from latencyboard.spans.models import IngestBatch, Span
 from latencyboard.teams.models import Team
@@ -93,14 +92,14 @@ def load_demo_history(
         requests_per_s=requests_per_s,
         progress=report_day,
     )
-    # The fold, the version scan and the stage shares each read the raw spans on their own;
+    # The fold (rollups, cohorts behind deployment markers) and the stage shares each read
+    # the raw spans on their own;
     # they run side by side, each in as many threads as it has concurrent workers in
     # production (row locks with SKIP LOCKED split the work), so the database and Python
     # overlap.
     catch_up = _CatchUp(say, written.spans)
     work = [
         lambda: catch_up.until_done("rollups", _fold_step),
-        lambda: catch_up.until_done("deployments", _scan_step),
         lambda: catch_up.until_done("shares", _share_step),
         lambda: catch_up.until_done("shares", _share_step),
     ]
@@ -142,11 +141,6 @@ def _fold_step() -> tuple[int, bool]:
     return fold.spans, bool(fold.batches)
 
 
-def _scan_step() -> tuple[int, bool]:
-    scan = scan_versions(timezone.now(), seconds=_STEP_SECONDS)
-    return scan.spans, bool(scan.behind)
-
-
 def _share_step() -> tuple[int, bool]:
     step = share_services.compute_stage_shares(
         timezone.now(), seconds=_STEP_SECONDS, minutes_per_step=_SHARE_MINUTES_PER_STEP
@@ -168,9 +162,7 @@ class _CatchUp:
 
     say: Callable[[str], None]
     spans: int  # to fold
-    done: dict[str, int] = field(
-        default_factory=lambda: {"rollups": 0, "deployments": 0, "shares": 0}
-    )
+    done: dict[str, int] = field(default_factory=lambda: {"rollups": 0, "shares": 0})
     lock: threading.Lock = field(default_factory=threading.Lock)
     said_at: float = field(default_factory=time.monotonic)
     said: str = ""
@@ -196,6 +188,5 @@ class _CatchUp:
     def line(self) -> str:
         return (
             f"rollups {self.done['rollups']:,}/{self.spans:,} spans, "
-            f"deployments {self.done['deployments']:,} version sightings, "
             f"stage shares {self.done['shares']:,} pipeline minutes"
         )

@@ -278,11 +278,6 @@ CELERY_BEAT_SCHEDULE = {
     },
     "rollups.fold": {"task": "rollups.fold", "schedule": 5.0, "options": {"expires": 4}},
     "rollups.compact": {"task": "rollups.compact", "schedule": 300.0, "options": {"expires": 240}},
-    "dashboards.scan-versions": {
-        "task": "dashboards.scan_versions",
-        "schedule": 60.0,
-        "options": {"expires": 50},
-    },
     "rollups.stage-shares": {
         "task": "rollups.stage_shares",
         "schedule": 60.0,
@@ -321,6 +316,9 @@ PARTITIONS_AHEAD_DAYS = env_int("PARTITIONS_AHEAD_DAYS", 3, minimum=1, maximum=6
 ROLLUP_MINUTE_DAYS = env_int("ROLLUP_MINUTE_DAYS", 2, minimum=1)
 ROLLUP_HOUR_DAYS = env_int("ROLLUP_HOUR_DAYS", 90, minimum=1)
 ROLLUP_DAY_DAYS = env_int("ROLLUP_DAY_DAYS", 400, minimum=1)
+# Values of one cohort attribute (model.version…) kept apart per pipeline and UTC day; spans
+# with further values count as "other", so a high-cardinality attribute cannot blow up storage.
+COHORT_VALUES_PER_DAY = env_int("COHORT_VALUES_PER_DAY", 20, minimum=1)
 # Stage shares of a minute are computed this long after it ends, so that the spans of its
 # requests have arrived; spans stored later are left out of the shares (not of the rollups).
 STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)

@@ -21,7 +21,7 @@ urlpatterns = [
     path("", include("latencyboard.dashboards.page_urls")),
     path("traces/", include("latencyboard.traces.page_urls")),
     path("slas/", include("latencyboard.sla.page_urls")),
-    path("compare/", include("latencyboard.compare.urls")),
+    path("compare/", include("latencyboard.compare.page_urls")),
     path("alerts/", include("latencyboard.alerts.urls")),
     path("account/api-tokens/", include("latencyboard.apitokens.urls")),
     path("api/", include("latencyboard.api_urls")),

@@ -8,12 +8,11 @@ from typing import Any, Final
 from rest_framework import serializers
 
 from latencyboard import bounds
-from latencyboard.compare import sampling, stats
+from latencyboard.compare import stats
 from latencyboard.compare.queries import Side
 
 MAX_WINDOW: Final = dt.timedelta(days=31)
 WINDOW_FIELDS: Final = ("a_start", "a_end", "b_start", "b_end")
-ATTRIBUTE_FIELDS: Final = ("start", "end", "attr", "a", "b")
 _MAX_ID: Final = 2**63 - 1
 
 
@@ -36,7 +35,9 @@ class CompareQuerySerializer(serializers.Serializer):
     b_start = bounds.MomentField(required=False, help_text="Windows mode: start of B.")
     b_end = bounds.MomentField(required=False, help_text="Windows mode: end of B (excl.).")
     start = bounds.MomentField(
-        required=False, help_text="Attribute mode: start of the one window both sides share."
+        required=False,
+        help_text="Attribute mode: start of the one window both sides share (or give "
+        "a_start…b_end to compare the values over two windows).",
     )
     end = bounds.MomentField(
         required=False, help_text="Attribute mode: end of the window (exclusive)."
@@ -44,7 +45,8 @@ class CompareQuerySerializer(serializers.Serializer):
     attr = serializers.CharField(
         required=False,
         max_length=255,
-        help_text="Attribute mode: the span attribute, e.g. `model.version`. Each span is "
+        help_text="Attribute mode: a cohort attribute of the pipeline, e.g. `model.version` "
+        "(model.version, service.version and those added in the admin). Each span is "
         "matched on its own attributes, so stages whose spans lack it have no data.",
     )
     a = serializers.CharField(
@@ -55,44 +57,62 @@ class CompareQuerySerializer(serializers.Serializer):
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        windows = [name for name in WINDOW_FIELDS if name in attrs]
-        attribute = [name for name in ATTRIBUTE_FIELDS if name in attrs]
-        if windows and attribute:
+        """Windows are read as whole minutes: each moment is rounded down to its minute."""
+        attribute = "attr" in attrs or "a" in attrs or "b" in attrs
+        shared = "start" in attrs or "end" in attrs
+        if shared and any(name in attrs for name in WINDOW_FIELDS):
             raise serializers.ValidationError(
                 {
-                    name: [
-                        "Give two windows (a_start, a_end, b_start, b_end) or one window "
-                        "and two values of an attribute (start, end, attr, a, b), not both."
-                    ]
-                    for name in attribute
+                    name: ["Give one shared window (start, end) or two (a_start…b_end), not both."]
+                    for name in ("start", "end")
+                    if name in attrs
                 }
             )
-        expected = ATTRIBUTE_FIELDS if attribute else WINDOW_FIELDS
+        if shared and not attribute:
+            attribute = True
+        expected = [*(("start", "end") if shared else WINDOW_FIELDS)]
+        if attribute:
+            expected += ["attr", "a", "b"]
         missing = [name for name in expected if name not in attrs]
         if missing:
             mode = "two values of an attribute" if attribute else "two windows"
             raise serializers.ValidationError(
                 {name: [f"Required to compare {mode}."] for name in missing}
             )
+        if shared:
+            windows = [(attrs["start"], attrs["end"], "end")] * 2
+        else:
+            windows = [(attrs["a_start"], attrs["a_end"], "a_end")]
+            windows.append((attrs["b_start"], attrs["b_end"], "b_end"))
+        sides = [_window(start, end, field) for start, end, field in windows]
         if attribute:
-            _check_window(attrs["start"], attrs["end"], "end")
-            if attrs["a"] == attrs["b"]:
+            if attrs["a"] == attrs["b"] and sides[0] == sides[1]:
                 raise serializers.ValidationError({"b": ["Must differ from a."]})
-            start, end = _utc(attrs["start"]), _utc(attrs["end"])
             return {
                 "pipeline": attrs["pipeline"],
-                "a": Side(start, end, attrs["a"]),
-                "b": Side(start, end, attrs["b"]),
+                "a": Side(*sides[0], attrs["a"]),
+                "b": Side(*sides[1], attrs["b"]),
                 "attribute": attrs["attr"],
             }
-        _check_window(attrs["a_start"], attrs["a_end"], "a_end")
-        _check_window(attrs["b_start"], attrs["b_end"], "b_end")
         return {
             "pipeline": attrs["pipeline"],
-            "a": Side(_utc(attrs["a_start"]), _utc(attrs["a_end"])),
-            "b": Side(_utc(attrs["b_start"]), _utc(attrs["b_end"])),
+            "a": Side(*sides[0]),
+            "b": Side(*sides[1]),
             "attribute": None,
         }
+
+
+def _window(start: dt.datetime, end: dt.datetime, field: str) -> tuple[dt.datetime, dt.datetime]:
+    """The window checked and rounded down to whole minutes, in UTC."""
+    _check_window(start, end, field)
+    first, last = _minute(start), _minute(end)
+    if last <= first:
+        raise serializers.ValidationError({field: ["A window must hold a whole minute."]})
+    return first, last
+
+
+def _minute(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC).replace(second=0, microsecond=0)
 
 
 def _check_window(start: dt.datetime, end: dt.datetime, field: str) -> None:
@@ -104,33 +124,21 @@ def _check_window(start: dt.datetime, end: dt.datetime, field: str) -> None:
         )
 
 
-def _utc(moment: dt.datetime) -> dt.datetime:
-    return moment.astimezone(dt.UTC)
-
-
 class ComparedPipelineSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="pipeline_id")
     name = serializers.CharField(source="pipeline_name")
 
 
-class SideSampleSerializer(serializers.Serializer):
-    """What one side compared and how much of it was read."""
+class SideTotalSerializer(serializers.Serializer):
+    """What one side compared."""
 
-    start = serializers.DateTimeField(source="side.start")
+    start = serializers.DateTimeField(source="side.start", help_text="Rounded to its minute.")
     end = serializers.DateTimeField(source="side.end", help_text="Exclusive.")
     value = serializers.CharField(
         source="side.value", allow_null=True, help_text="The attribute's value; null for windows."
     )
     spans = serializers.IntegerField(
-        help_text=f"Spans in the sample, all stages together (at most "
-        f"{sampling.MAX_SPANS_PER_SIDE:,})."
-    )
-    fraction = serializers.FloatField(
-        help_text="Probability that a span of this side is in the sample; 1 when every span "
-        "was read."
-    )
-    estimated_spans = serializers.IntegerField(
-        help_text="The side's spans, estimated as spans / fraction (exact when fraction is 1)."
+        help_text="Every span of the side, all stages together: nothing is sampled."
     )
 
 
@@ -173,8 +181,8 @@ class StageComparisonSerializer(serializers.Serializer):
     """One stage (or end to end) compared."""
 
     stage = ComparedStageSerializer(source="*")
-    n_a = serializers.IntegerField(source="delta.n_a", help_text="Spans of A in the sample.")
-    n_b = serializers.IntegerField(source="delta.n_b", help_text="Spans of B in the sample.")
+    n_a = serializers.IntegerField(source="delta.n_a", help_text="Spans of A (exact).")
+    n_b = serializers.IntegerField(source="delta.n_b", help_text="Spans of B (exact).")
     change = serializers.ChoiceField(
         source="delta.change",
         choices=_CHANGES,
@@ -193,15 +201,16 @@ class CompareMethodSerializer(serializers.Serializer):
     confidence = serializers.FloatField(
         help_text="Simultaneous over a stage's quantiles (Bonferroni)."
     )
-    resamples = serializers.IntegerField(help_text="Bootstrap resamples.")
+    relative_error = serializers.FloatField(
+        help_text="Each sketch quantile is within this share of the exact order statistic; "
+        "intervals are widened by it."
+    )
     min_delta_ms = serializers.FloatField(
         source="thresholds.min_delta_ms", help_text="A significant change is at least this…"
     )
     min_delta_pct = serializers.FloatField(
         source="thresholds.min_delta_pct", help_text="…and at least this percent of A."
     )
-    max_spans_per_side = serializers.IntegerField()
-    seed = serializers.IntegerField(help_text="Seeds the sample and the bootstrap.")
 
 
 class ComparisonSerializer(serializers.Serializer):
@@ -210,8 +219,8 @@ class ComparisonSerializer(serializers.Serializer):
     pipeline = ComparedPipelineSerializer(source="*")
     mode = serializers.ChoiceField(choices=["windows", "attribute"])
     attribute = serializers.CharField(allow_null=True)
-    a = SideSampleSerializer()
-    b = SideSampleSerializer()
+    a = SideTotalSerializer()
+    b = SideTotalSerializer()
     headline = serializers.CharField(help_text="One sentence over every stage.")
     method = CompareMethodSerializer()
     stages = StageComparisonSerializer(

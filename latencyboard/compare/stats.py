@@ -1,50 +1,45 @@
-"""Did a stage get slower? Changes of latency quantiles between two samples of spans, with
-bootstrap confidence intervals and the verdicts they support (pure: numpy and stdlib only).
+"""Did a stage get slower? Changes of latency quantiles between two latency sketches, with
+distribution-free confidence intervals and the verdicts they support (pure: numpy, stdlib
+and the sketch module).
+
+Each side is one :class:`~latencyboard.sketches.sketch.Sketch`: every span of the side,
+merged from the rollups, so its n is the exact span count and nothing is sampled.
 
 Estimate
-    The quantile q of a sample of n latencies is its order statistic of rank
-    ``floor(q * (n - 1))`` (numpy's ``method="lower"``, as the rollups define it); the change
-    is Δ = q_B - q_A in ms, and Δ% = Δ / q_A.
+    The quantile q of a side is the sketch's estimate of its order statistic of 0-based rank
+    ``floor(q * (n - 1))`` (numpy's ``method="lower"``), within the sketch's relative error
+    ``RELATIVE_ERROR`` (1%). The change is Δ = q_B - q_A in ms, and Δ% = Δ / q_A.
 
-Confidence interval: the percentile bootstrap of Δ, computed exactly
-    The bootstrap resamples each side with replacement (n_A and n_B spans), takes Δ* of the
-    resamples, and reads the interval off the alpha/2 and 1 - alpha/2 quantiles of Δ*. No
-    resample is materialised here: the k-th smallest element of a resample of the sorted sample
-    x[0..n-1] is x[floor(n·U)] with U the k-th smallest of n uniforms, U ~ Beta(k, n - k + 1)
-    (a resampled index is floor(n·u) with u uniform, and floor(n·u) is monotone in u). One
-    Beta draw per resample and quantile therefore has exactly the distribution of
-    ``np.quantile(x[rng.integers(n, size=n)], q, method="lower")``, at O(resamples) cost
-    instead of O(resamples · n). The sides are independent samples, so Δ* is a difference of
-    independent draws; an interval needs only its own quantile's distribution, so the
-    quantiles of one resample need not be drawn jointly.
+Confidence interval: binomial rank bounds, read through the sketch
+    The spans of a side are taken as n independent draws from that side's latency
+    distribution. However that distribution looks, the number of draws below its true
+    quantile ξ_q is Binomial(n, q), so the order statistics of ranks l and u chosen from the
+    binomial's tails bracket ξ_q with at least the chosen probability (the classical
+    distribution-free interval for a quantile). A sketch does not hold the order statistics
+    themselves, only each one within ``RELATIVE_ERROR``: the bounds are the sketch's values
+    at ranks l and u widened by that error, (1 - e)·x_l and (1 + e)·x_u, so they still
+    bracket the exact order statistics. The interval of Δ is [low_B - high_A,
+    high_B - low_A], each side's interval taken at half the error budget: conservative (it
+    covers Δ at least as often as asked), valid at any n and any shape.
 
 Why this method
-    Latencies are skewed and heavy-tailed, so nothing here assumes a distribution. Exact
-    binomial order-statistic intervals are also distribution-free, but they bound each side's
-    quantile separately, and two such intervals combine into an interval of the difference
-    only conservatively (or under a normal approximation of each side). The bootstrap gives
-    the difference's interval directly, and drawing it exactly makes it cost next to nothing
-    (about 1 ms a stage), so resamples are plentiful and the answer is seeded and
-    reproducible.
-
-Assumptions
-    The spans of each side are independent draws from that side's latency distribution (a
-    uniform sample of the spans, see ``queries``), and the distribution is continuous near the
-    quantile. The bootstrap interval of a quantile is then asymptotically exact; it is too
-    narrow when few spans lie beyond the quantile, hence :func:`min_spans`: below it a quantile
-    gets "not enough data", never a verdict.
+    Resampling needs the spans, which the rollups do not keep; a bootstrap over the sketch's
+    buckets would treat the bucket estimates as exact values. Rank bounds need only n and the
+    sketch, cost a handful of array operations per stage, and are reproducible without a
+    seed.
 
 Significance
-    Each stage's quantiles are one family: its intervals are Bonferroni-adjusted to be
+    Each stage's quantiles are one family: intervals are Bonferroni-adjusted to be
     ``confidence`` (95%) simultaneous, so an unchanged stage is called significant at most 5%
     of the time whichever quantile fires. A change is *significant* when its interval excludes
     0 on the side of Δ **and** it is practically large: ``|Δ| >= 1 ms`` and
-    ``|Δ| >= 2%`` of A (:class:`Thresholds`). Real but immaterial changes (0.2 ms of a 0.3 ms
-    serialisation, 0.5% of a p50 over 20,000 spans) keep their numbers but are not called.
+    ``|Δ| >= 2%`` of A (:class:`Thresholds`). A quantile with fewer than :func:`min_spans`
+    spans on a side gets "not enough data", never a verdict.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,18 +47,17 @@ from enum import StrEnum
 from typing import Final
 
 import numpy as np
-import numpy.typing as npt
+
+from latencyboard.sketches.buckets import RELATIVE_ERROR
+from latencyboard.sketches.sketch import Sketch
 
 QUANTILES: Final = (0.5, 0.95, 0.99)
 CONFIDENCE: Final = 0.95
-RESAMPLES: Final = 2000
 MIN_SPANS: Final = 50
 """Spans per side below which no quantile is compared."""
 MIN_TAIL_SPANS: Final = 10
 """Spans per side that must lie beyond a quantile (above it for q > 0.5) for it to be
 compared: p95 needs 200 spans per side, p99 1,000."""
-
-FloatArray = npt.NDArray[np.float64]
 
 
 class Change(StrEnum):
@@ -153,73 +147,88 @@ def min_spans(q: float) -> int:
     return max(MIN_SPANS, math.ceil(round(MIN_TAIL_SPANS / tail, 6)))
 
 
-def compare_quantiles(
-    a_ms: npt.ArrayLike,
-    b_ms: npt.ArrayLike,
-    rng: np.random.Generator,
+def rank_bounds(n: int, q: float, error: float) -> tuple[int, int]:
+    """0-based ranks (l, u) of order statistics of n draws that bracket the true quantile q
+    each with probability at least 1 - error / 2: l is the largest k with
+    P(Binomial(n, q) <= k) <= error / 2 (-1 when there is none), u the smallest k with
+    P(Binomial(n, q) <= k) >= 1 - error / 2 (n when that needs more draws than there are)."""
+    mean, sd = n * q, math.sqrt(n * q * (1.0 - q))
+    # Beyond 12 standard deviations (plus a margin for small n) the binomial's mass is far
+    # below any error budget asked for: only the ranks in between are summed. Their pmf
+    # follows from the ratio of neighbours, P(k + 1) / P(k) = (n - k) / (k + 1) * q / (1 - q),
+    # normalized over the window.
+    first = max(0, math.floor(mean - 12 * sd - 30))
+    last = min(n, math.ceil(mean + 12 * sd + 30))
+    k = np.arange(first, last + 1, dtype=np.float64)
+    steps = np.log((n - k[:-1]) / (k[:-1] + 1)) + math.log(q / (1.0 - q))
+    log_pmf = np.concatenate([[0.0], np.cumsum(steps)])
+    pmf = np.exp(log_pmf - log_pmf.max())
+    cdf = np.cumsum(pmf) / pmf.sum()
+    below = np.nonzero(cdf <= error / 2)[0]
+    lower = int(k[below[-1]]) if below.size else -1
+    above = np.nonzero(cdf >= 1.0 - error / 2)[0]
+    upper = int(k[above[0]]) if above.size else n
+    return lower, upper
+
+
+def compare_sketches(
+    a: Sketch,
+    b: Sketch,
     *,
     quantiles: Sequence[float] = QUANTILES,
     confidence: float = CONFIDENCE,
-    resamples: int = RESAMPLES,
     thresholds: Thresholds = Thresholds(),  # noqa: B008 (frozen, so sharing it is safe)
 ) -> SeriesDelta:
-    """Quantiles of the latencies ``a_ms`` and ``b_ms`` (finite, in ms) and their changes
-    from A to B, with ``confidence`` simultaneous percentile-bootstrap intervals drawn from
-    ``rng`` (see the module docstring)."""
+    """Quantiles of the sketches ``a`` and ``b`` and their changes from A to B, with
+    ``confidence`` simultaneous intervals from binomial rank bounds (see the module
+    docstring)."""
     if not quantiles or not all(0.0 < q < 1.0 for q in quantiles):
         raise ValueError(f"quantiles must lie strictly between 0 and 1, got {quantiles!r}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
-    a = np.sort(np.asarray(a_ms, dtype=np.float64).ravel())
-    b = np.sort(np.asarray(b_ms, dtype=np.float64).ravel())
-    levels = np.asarray(quantiles, dtype=np.float64)
-    a_values, b_values = _sample_quantiles(a, levels), _sample_quantiles(b, levels)
-    needs = [min_spans(q) for q in quantiles]
-    testable = np.array([min(a.size, b.size) >= need for need in needs])
-    low = np.full(levels.size, math.nan)
-    high = np.full(levels.size, math.nan)
-    if testable.any():
-        # Bonferroni over the stage's quantiles; both tails of each interval.
-        alpha = (1.0 - confidence) / levels.size
-        tested = levels[testable]
-        deltas = bootstrap_quantiles(b, tested, resamples, rng) - bootstrap_quantiles(
-            a, tested, resamples, rng
-        )
-        low[testable], high[testable] = np.quantile(deltas, [alpha / 2, 1 - alpha / 2], axis=1)
-    return SeriesDelta(
-        n_a=a.size,
-        n_b=b.size,
-        quantiles=tuple(
-            _quantile_delta(q, need, bool(ok), a_q, b_q, lo, hi, thresholds)
-            for q, need, ok, a_q, b_q, lo, hi in zip(
-                quantiles, needs, testable, a_values, b_values, low, high, strict=True
+    # Bonferroni over the stage's quantiles, then over the two sides of each.
+    error = (1.0 - confidence) / len(quantiles) / 2
+    deltas = []
+    for q in quantiles:
+        need = min_spans(q)
+        a_q, b_q = _estimate(a, q), _estimate(b, q)
+        if min(a.count, b.count) < need:
+            deltas.append(_quantile_delta(q, need, False, a_q, b_q, math.nan, math.nan, thresholds))
+            continue
+        a_low, a_high = quantile_interval(a, q, error)
+        b_low, b_high = quantile_interval(b, q, error)
+        delta = _quantile_delta(q, need, True, a_q, b_q, b_low - a_high, b_high - a_low, thresholds)
+        # A bound past the data (too few spans beyond the quantile for this confidence) is
+        # unbounded: reported as none.
+        deltas.append(
+            dataclasses.replace(
+                delta,
+                ci_low_ms=_finite(delta.ci_low_ms),
+                ci_high_ms=_finite(delta.ci_high_ms),
             )
-        ),
+        )
+    return SeriesDelta(n_a=a.count, n_b=b.count, quantiles=tuple(deltas))
+
+
+def quantile_interval(sketch: Sketch, q: float, error: float) -> tuple[float, float]:
+    """Bounds that hold the true quantile q of the distribution the sketch's values were
+    drawn from with probability at least 1 - error: the sketch's order statistics at the
+    binomial rank bounds, widened by its relative error (``-inf``/``inf`` past the data)."""
+    lower, upper = rank_bounds(sketch.count, q, error)
+    ranks = np.array([max(lower, 0), min(upper, sketch.count - 1)], dtype=np.int64)
+    low, high = sketch.order_statistics(ranks).tolist()
+    return (
+        -math.inf if lower < 0 else low * (1.0 - RELATIVE_ERROR),
+        math.inf if upper >= sketch.count else high * (1.0 + RELATIVE_ERROR),
     )
 
 
-def _sample_quantiles(sorted_ms: FloatArray, levels: FloatArray) -> list[float | None]:
-    """The order statistics of rank ``floor(q * (n - 1))``; None each for an empty sample."""
-    if not sorted_ms.size:
-        return [None] * levels.size
-    ranks = np.floor(levels * (sorted_ms.size - 1)).astype(np.int64)
-    return list(sorted_ms[ranks].tolist())
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
-def bootstrap_quantiles(
-    sorted_ms: FloatArray, levels: FloatArray, resamples: int, rng: np.random.Generator
-) -> FloatArray:
-    """``resamples`` bootstrap replicates of each quantile of the sorted, non-empty sample
-    ``sorted_ms``, one row per level: distributed exactly as the ``method="lower"`` quantile
-    of a resample with replacement, whose order statistic of rank k = floor(q * (n - 1)) + 1
-    (1-based) is x[floor(n * U)] with U ~ Beta(k, n - k + 1)."""
-    n = sorted_ms.size
-    k = np.floor(levels * (n - 1)) + 1
-    u = rng.beta(k[:, None], (n - k + 1)[:, None], size=(levels.size, resamples))
-    # u < 1 in exact arithmetic; the clip guards against a draw rounded up to 1.0.
-    index = np.minimum((u * n).astype(np.int64), n - 1)
-    replicates: FloatArray = sorted_ms[index]
-    return replicates
+def _estimate(sketch: Sketch, q: float) -> float | None:
+    return sketch.quantile(q) if sketch.count else None
 
 
 def _quantile_delta(

@@ -6,43 +6,36 @@ a comparison is a link to share; with a complete set it runs on load.
 
 from __future__ import annotations
 
-from typing import Final
-
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from latencyboard.compare import sampling, stats
-from latencyboard.pipelines.models import Pipeline
-from latencyboard.teams.queries import teams_of
-
-SUGGESTED_ATTRIBUTES: Final = ("model.version", "service.version")
-"""Offered in the attribute box: what changes with a deployment. Any attribute works."""
+from latencyboard.compare import stats
+from latencyboard.pipelines.models import Pipeline, cohort_attributes
 
 
 @login_required
 def compare(request: HttpRequest) -> HttpResponse:
-    pipelines = list(Pipeline.objects.filter(team__in=teams_of(request.user)))
+    pipelines = list(Pipeline.objects.visible_to(request.user))
     thresholds = stats.Thresholds()
     config = {
         "api": reverse("api-compare"),
         "now": timezone.now().replace(second=0, microsecond=0).isoformat(),
-        "attributes": SUGGESTED_ATTRIBUTES,
+        "attributes": sorted({key for p in pipelines for key in cohort_attributes(p)}),
         "quantiles": [stats.quantile_label(q) for q in stats.QUANTILES],
     }
     method = {
         "confidence_pct": round(stats.CONFIDENCE * 100),
         "false_alarm_pct": round(100 - stats.CONFIDENCE * 100),
-        "resamples": stats.RESAMPLES,
+        "relative_error_pct": round(stats.RELATIVE_ERROR * 100),
         "min_delta_ms": thresholds.min_delta_ms,
         "min_delta_pct": thresholds.min_delta_pct,
-        "max_spans": sampling.MAX_SPANS_PER_SIDE,
-        "read_all_below": sampling.READ_ALL_BELOW,
         "min_spans": [(stats.quantile_label(q), stats.min_spans(q)) for q in stats.QUANTILES],
         "tail_spans": stats.MIN_TAIL_SPANS,
         "per_quantile_pct": round(100 - (100 - stats.CONFIDENCE * 100) / len(stats.QUANTILES), 1),
+        "per_side_pct": round(100 - (100 - stats.CONFIDENCE * 100) / len(stats.QUANTILES) / 2, 2),
     }
     return render(
         request,

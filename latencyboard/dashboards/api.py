@@ -4,9 +4,9 @@ pipeline is a 404."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any, ClassVar
 
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
@@ -26,12 +26,10 @@ from latencyboard.dashboards.serializers import (
     WindowQuerySerializer,
 )
 from latencyboard.pipelines.mapping import END_TO_END
-from latencyboard.pipelines.models import Pipeline
+from latencyboard.pipelines.models import Pipeline, cohort_attributes
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")
-_PREFERRED_KEYS = ("model.version", "service.version")
-_MAX_HOURS = attribute_queries.MAX_WINDOW / dt.timedelta(hours=1)
 
 
 def _chart(
@@ -112,7 +110,7 @@ class BottleneckView(_ChartView):
     "pipeline_deployments",
     "Deployment markers of a pipeline",
     "Versions that appeared (with the one seen last before) or went away within the window, "
-    "from the pipeline's version segments.",
+    "from the first and last minute each version appears in the pipeline's cohort rollups.",
     WindowQuerySerializer,
     DeploymentsSerializer,
 )
@@ -127,32 +125,39 @@ class DeploymentsView(_ChartView):
 
 @_chart(
     "pipeline_attribute_breakdown",
-    "Exact latency per value of a span attribute (raw spans, recent windows)",
+    "Latency per value of a cohort attribute, over the whole window",
     "Percentiles of each stage's spans (and of the root spans, end to end) per value of the "
-    f"attribute, exact, from raw spans: at most the last {_MAX_HOURS:.0f} h of the window and "
-    f"its newest {attribute_queries.MAX_SPANS:,} spans.",
+    "attribute, merged from the cohort rollups over the whole window: every span counts, "
+    "quantiles within 1%. Only cohort attributes (`keys`: model.version, service.version and "
+    "those an admin adds to the pipeline) have values; for another key `cohort` is false and "
+    "`add_url` (admins only) is where to add it.",
     AttributeQuerySerializer,
     AttributeBreakdownSerializer,
 )
 class AttributeBreakdownView(_ChartView):
-    """Latency per value of a span attribute, from raw spans."""
+    """Latency per value of a cohort attribute, from the cohort rollups."""
 
     query = AttributeQuerySerializer
 
     def answer(self, pipeline: Pipeline, params: dict[str, Any]) -> Any:
-        keys = attribute_queries.attribute_keys(pipeline, params["end"])
-        key = params.get("key") or next(
-            (key for key in (*_PREFERRED_KEYS, *keys) if key in keys), ""
-        )
+        keys = cohort_attributes(pipeline)
+        key = params.get("key") or keys[0]
         result = attribute_queries.attribute_breakdown(
             pipeline, key, params["start"], params["end"], params["q"]
         )
         names = dict(pipeline.stages.values_list("pk", "name"))
+        can_add = self.request.user.has_perm("pipelines.add_cohortattribute")
         data = {
             **{field: getattr(result, field) for field in result.__dataclass_fields__},
             "keys": keys,
-            "max_spans": attribute_queries.MAX_SPANS,
-            "max_window_seconds": int(attribute_queries.MAX_WINDOW.total_seconds()),
+            "other_keys": [
+                k
+                for k in attribute_queries.attribute_keys(pipeline, params["end"])
+                if k not in keys
+            ],
+            "add_url": reverse("admin:pipelines_pipeline_change", args=[pipeline.pk])
+            if can_add
+            else None,
             "max_values": attribute_queries.MAX_VALUES,
             "groups": [
                 {

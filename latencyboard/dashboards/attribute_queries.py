@@ -1,10 +1,9 @@
-"""Reads of raw spans by attribute: exact latency per value of a span attribute, for the
-pipeline page's breakdown by ``model.version``, ``cache_hit``, …
+"""Reads of latency by attribute value, for the pipeline page's breakdown by
+``model.version``, ``cache_hit``, …: from the cohort rollups, over the whole chosen window.
 
-Raw spans answer any attribute without a rollup per attribute, at a cost proportional to the
-spans read, so a breakdown reads recent spans only: at most :data:`MAX_WINDOW` and
-:data:`MAX_SPANS` of them, the newest first. The caller has checked the user may see
-the pipeline (``queries.pipeline_of``).
+Only cohort attributes have sketches per value (``model.version``, ``service.version`` and
+those an admin adds to the pipeline); for another attribute the breakdown says so. The
+caller has checked the user may see the pipeline (``queries.pipeline_of``).
 """
 
 from __future__ import annotations
@@ -14,39 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
 from django.db import connection
 
-from latencyboard.pipelines.models import Pipeline
+from latencyboard.pipelines.models import Pipeline, cohort_attributes
+from latencyboard.rollups import cohort_queries
+from latencyboard.rollups.cohort_queries import END_TO_END
 
-MAX_WINDOW: Final = dt.timedelta(hours=24)
-"""Longest window the attribute breakdown reads raw spans for."""
-MAX_SPANS: Final = 25_000
-"""Most spans one attribute breakdown reads, the newest of the window. A pipeline's spans lie
-scattered among other pipelines' on the heap, so each costs a page read: about 4 µs when the
-pages are not in shared buffers, 25,000 spans about 100 ms (benchmarks/bench_pages.py), within
-the page's budget of 150 ms per call; at the demo's full rate that is the last few minutes."""
 MAX_VALUES: Final = 12
 """Values of an attribute shown, the most frequent first."""
 KEY_SAMPLE: Final = 2000
-"""Newest spans whose attribute keys are offered for a breakdown."""
+"""Newest spans whose attribute keys are offered to add as cohort attributes."""
+KEY_WINDOW: Final = dt.timedelta(hours=24)
 _HIDDEN_KEYS: Final = frozenset({"inference.stage"})  # the stage itself
 
-_ATTRIBUTE_GROUPS = """
-WITH newest AS MATERIALIZED (
-    SELECT stage_id, is_root, duration_ns, status_code, start_time,
-           attributes -> %(key)s #>> '{}' AS value
-    FROM spans_span
-    WHERE pipeline_id = %(pipeline)s AND start_time >= %(start)s AND start_time < %(end)s
-    ORDER BY start_time DESC
-    LIMIT %(limit)s
-)
-SELECT CASE WHEN is_root THEN NULL ELSE stage_id END, value, count(*), min(start_time),
-       count(*) FILTER (WHERE status_code = 2),
-       percentile_disc(%(levels)s::float8[]) WITHIN GROUP (ORDER BY duration_ns)
-           FILTER (WHERE value IS NOT NULL)
-FROM newest
-GROUP BY 1, 2
-"""
 _ATTRIBUTE_KEYS = """
 SELECT DISTINCT jsonb_object_keys(attributes) FROM (
     SELECT attributes FROM spans_span
@@ -59,9 +39,9 @@ SELECT DISTINCT jsonb_object_keys(attributes) FROM (
 
 @dataclass(frozen=True, slots=True)
 class AttributeGroup:
-    """Exact latency of the spans of one stage (None: the root spans, end to end) carrying
-    one value of the attribute. ``quantiles_ms[i]`` is the smallest duration with at least
-    ``quantiles[i]`` of the group's spans at or below it."""
+    """Latency of the spans of one stage (None: the root spans, end to end) carrying one
+    value of the attribute: exact count and error rate, quantiles from the sketch (the order
+    statistic of rank ``floor(q * (n - 1))`` within 1%)."""
 
     stage_id: int | None
     value: str
@@ -72,20 +52,17 @@ class AttributeGroup:
 
 @dataclass(frozen=True, slots=True)
 class AttributeBreakdown:
-    """Latency by value of ``key`` over the newest spans of ``[start, end)``.
-
-    ``start`` is the asked-for start moved up to at most :data:`MAX_WINDOW` before
-    ``end``. When ``capped``, only the newest :data:`MAX_SPANS` spans were read and
-    they cover ``[covered_from, end)``. ``values`` are the most frequent values, at most
-    :data:`MAX_VALUES`; ``groups`` holds those only.
-    """
+    """Latency by value of ``key`` over ``[start, end)`` (whole minutes). ``cohort`` says
+    whether ``key`` has sketches per value; without, ``groups`` is empty. ``values`` are
+    the most frequent values by end-to-end spans (else by spans), at most
+    :data:`MAX_VALUES`; ``groups`` holds those only. ``spans`` counts every span of every
+    value and stage in the window."""
 
     key: str
+    cohort: bool
     start: dt.datetime
     end: dt.datetime
-    covered_from: dt.datetime | None
-    spans_read: int
-    capped: bool
+    spans: int
     quantiles: tuple[float, ...]
     values: tuple[str, ...]
     groups: tuple[AttributeGroup, ...]
@@ -98,67 +75,59 @@ def attribute_breakdown(
     end: dt.datetime,
     quantiles: Sequence[float],
 ) -> AttributeBreakdown:
-    """Exact percentiles of each stage's spans per value of the span attribute ``key``, from
-    raw spans: at most the last :data:`MAX_WINDOW` of the window and at most its
-    newest :data:`MAX_SPANS` spans (one backward range scan of the
-    ``(pipeline_id, start_time)`` index, then one sort per group in the database)."""
-    start = max(start, end - MAX_WINDOW)
+    """Percentiles of each stage's spans per value of the cohort attribute ``key`` over the
+    window, merged from the cohort rollups (every span counts, whatever the window)."""
+    start, end = _minute(start), _minute(end)
     levels = tuple(sorted(set(quantiles)))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _ATTRIBUTE_GROUPS,
-            {
-                "pipeline": pipeline.pk,
-                "key": key,
-                "start": start,
-                "end": end,
-                "limit": MAX_SPANS,
-                "levels": list(levels),
-            },
+    if key not in cohort_attributes(pipeline):
+        return AttributeBreakdown(key, False, start, end, 0, levels, (), ())
+    segments = cohort_queries.window_segments(pipeline, start, end)
+    by_value = cohort_queries.cohort_series(pipeline.pk, key, None, segments)
+
+    def weight(value: str) -> tuple[int, int]:
+        series = by_value[value]
+        end_to_end = series.get(END_TO_END)
+        total = sum(f.sketch.count for f in series.values())
+        return (end_to_end.sketch.count if end_to_end else 0, total)
+
+    values = tuple(sorted(by_value, key=lambda v: (*(-w for w in weight(v)), v))[:MAX_VALUES])
+    groups = [
+        AttributeGroup(
+            None if series == END_TO_END else series,
+            value,
+            figures.sketch.count,
+            figures.errors / figures.sketch.count,
+            tuple(np.asarray(figures.sketch.quantiles(levels)).tolist()),
         )
-        rows = cursor.fetchall()
-    spans_read = sum(row[2] for row in rows)
-    per_value: dict[str, int] = {}
-    for _, value, n, *_ in rows:
-        if value is not None:
-            per_value[value] = per_value.get(value, 0) + n
-    values = tuple(sorted(per_value, key=lambda v: (-per_value[v], v))[:MAX_VALUES])
-    shown = set(values)
-    groups = sorted(
-        (
-            AttributeGroup(
-                stage_id, value, n, errors / n, tuple(float(ns) / 1e6 for ns in durations)
-            )
-            for stage_id, value, n, _, errors, durations in rows
-            if value in shown
-        ),
-        key=lambda g: (g.stage_id is not None, g.stage_id or 0, values.index(g.value)),
+        for value in values
+        for series, figures in by_value[value].items()
+        if figures.sketch.count
+    ]
+    groups.sort(key=lambda g: (g.stage_id is not None, g.stage_id or 0, values.index(g.value)))
+    spans = sum(
+        figures.sketch.count
+        for series in by_value.values()
+        for key_, figures in series.items()
+        if key_ != END_TO_END
     )
-    capped = spans_read >= MAX_SPANS
-    return AttributeBreakdown(
-        key=key,
-        start=start,
-        end=end,
-        covered_from=min((row[3] for row in rows), default=None),
-        spans_read=spans_read,
-        capped=capped,
-        quantiles=levels,
-        values=values,
-        groups=tuple(groups),
-    )
+    return AttributeBreakdown(key, True, start, end, spans, levels, values, tuple(groups))
 
 
 def attribute_keys(pipeline: Pipeline, end: dt.datetime) -> tuple[str, ...]:
     """The attribute keys of the pipeline's newest :data:`KEY_SAMPLE` spans in the day
-    before ``end``, sorted: the keys a breakdown can be asked for."""
+    before ``end``, sorted: attributes an admin could add as cohorts."""
     with connection.cursor() as cursor:
         cursor.execute(
             _ATTRIBUTE_KEYS,
             {
                 "pipeline": pipeline.pk,
-                "start": end - MAX_WINDOW,
+                "start": end - KEY_WINDOW,
                 "end": end,
                 "limit": KEY_SAMPLE,
             },
         )
         return tuple(sorted(key for (key,) in cursor.fetchall() if key not in _HIDDEN_KEYS))
+
+
+def _minute(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC).replace(second=0, microsecond=0)

@@ -1,10 +1,12 @@
 """Version segments and the deployment markers they imply (pure: stdlib only).
 
-A deployment shows in traces as a change of ``service.version`` or ``model.version``. Rather
-than keep every sighting of a version, a pipeline keeps *segments*: stretches of time during
+A deployment shows in traces as a change of ``service.version`` or ``model.version``, both
+cohort attributes: the cohort rollups hold a row per value and bucket it was seen in, so a
+value's first minute in them is where it appeared. Those buckets, read as
+:class:`Sighting` (:func:`sightings_of_buckets`), make *segments*: stretches of time during
 which one value of one version attribute was seen without a gap longer than :data:`GAP`. A
-canary, a full rollout and a rollback each start or end a segment, and a pipeline has a few
-segments a day at most, so a 90-day chart reads a handful of rows.
+canary, a full rollout and a rollback each start or end a segment. Older parts of a window
+are read from hour and day rows (finer ones expire), so their markers fall on the hour or day.
 
 Markers are derived from segments:
 
@@ -64,6 +66,20 @@ class Marker:
     value: str
     kind: Literal["appeared", "gone"]
     previous: str | None
+
+
+def sightings_of_buckets(
+    rows: Iterable[tuple[str, str, dt.datetime, int, int]],
+) -> list[Sighting]:
+    """Sightings from cohort rollup buckets ``(attribute, value, bucket_start, bucket
+    seconds, spans)``: seen from the bucket's first minute to its last."""
+    return [
+        Sighting(attribute, value, start, start + dt.timedelta(seconds=seconds) - _MINUTE, spans)
+        for attribute, value, start, seconds, spans in rows
+    ]
+
+
+_MINUTE: Final = dt.timedelta(minutes=1)
 
 
 def extend_segments(

@@ -4,8 +4,8 @@ Functions taking a ``user`` scope to the user's teams: another team's pipeline r
 ``Pipeline.DoesNotExist``, exactly as a missing one does. Functions taking a ``pipeline``
 expect one fetched through :func:`pipeline_of`. Percentile series come from
 ``latencyboard.rollups.queries`` and SLA attainment from ``latencyboard.sla.queries``; what
-is here reads stage shares over time and version segments; ``attribute_queries`` reads raw
-spans by attribute.
+is here reads stage shares over time and deployment markers (from the cohort rollups);
+``attribute_queries`` reads latency by attribute value.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import DateTimeField, F, Func, Sum, Value
 
 from latencyboard.dashboards import deployments
-from latencyboard.dashboards.models import VersionSegment
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups import share_queries, windows
+from latencyboard.rollups import cohort_queries, share_queries, windows
 from latencyboard.rollups.models import StageShare
 from latencyboard.sla.models import Objective
 from latencyboard.spans.models import Span
@@ -189,12 +188,20 @@ def breakdown(
 def deployment_markers(
     pipeline: Pipeline, start: dt.datetime, end: dt.datetime
 ) -> tuple[deployments.Marker, ...]:
-    """The deployments of ``pipeline`` within ``[start, end)``, from its version segments
-    (a few per deployment, so all of them are read)."""
-    segments = [
-        deployments.Segment(*row)
-        for row in VersionSegment.objects.filter(pipeline=pipeline).values_list(
-            "pk", "attribute", "value", "first_seen", "last_seen", "spans"
-        )
-    ]
+    """The deployments of ``pipeline`` within ``[start, end)``, from the buckets of its
+    cohort rollups in which each version was seen (from :data:`MARKER_LOOKBACK` before
+    ``start``, to know the version each one replaced)."""
+    rows = cohort_queries.version_buckets(
+        pipeline, deployments.VERSION_ATTRIBUTES, _floor_minute(start - MARKER_LOOKBACK), end
+    )
+    sightings = deployments.sightings_of_buckets(rows)
+    segments = deployments.extend_segments({}, sightings)
     return tuple(deployments.markers(segments, start, end))
+
+
+MARKER_LOOKBACK: Final = dt.timedelta(days=1)
+"""How far before a window versions are read, to tell a new version from one seen before."""
+
+
+def _floor_minute(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC).replace(second=0, microsecond=0)

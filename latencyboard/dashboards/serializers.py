@@ -68,8 +68,8 @@ class AttributeQuerySerializer(WindowQuerySerializer):
     key = serializers.CharField(
         required=False,
         max_length=255,
-        help_text="Span attribute to break down by, e.g. model.version or cache_hit. "
-        "Default: model.version when the pipeline's spans carry it, else the first key.",
+        help_text="Cohort attribute to break down by, e.g. model.version or cache_hit. "
+        "Default: model.version.",
     )
     q = serializers.ListField(
         child=serializers.FloatField(min_value=0.0, max_value=1.0),
@@ -159,21 +159,25 @@ class AttributeGroupSerializer(serializers.Serializer[Any]):
 
 
 class AttributeBreakdownSerializer(serializers.Serializer[Any]):
-    """Exact latency per attribute value, from raw spans."""
+    """Latency per value of a cohort attribute over the whole window."""
 
     key = serializers.CharField()
+    cohort = serializers.BooleanField(
+        help_text="Whether the key is a cohort attribute of the pipeline (else no values)."
+    )
     keys = serializers.ListField(
-        child=serializers.CharField(), help_text="Attribute keys of the pipeline's newest spans."
+        child=serializers.CharField(), help_text="The pipeline's cohort attributes."
     )
-    start = serializers.DateTimeField(help_text="At most max_window_seconds before end.")
-    end = serializers.DateTimeField()
-    covered_from = serializers.DateTimeField(
-        allow_null=True, help_text="Start of the oldest span read."
+    other_keys = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Attribute keys of the newest spans that are not cohorts.",
     )
-    spans_read = serializers.IntegerField()
-    capped = serializers.BooleanField(help_text="Only the newest max_spans spans were read.")
-    max_spans = serializers.IntegerField()
-    max_window_seconds = serializers.IntegerField()
+    add_url = serializers.CharField(
+        allow_null=True, help_text="Where an admin adds cohort attributes; null for others."
+    )
+    start = serializers.DateTimeField(help_text="Rounded down to its minute.")
+    end = serializers.DateTimeField(help_text="Rounded down to its minute.")
+    spans = serializers.IntegerField(help_text="Spans of every value and stage (exact).")
     quantiles = serializers.ListField(child=serializers.FloatField())
     values = serializers.ListField(
         child=serializers.CharField(), help_text="The most frequent values, at most max_values."

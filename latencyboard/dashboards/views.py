@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from latencyboard.dashboards import attribute_queries, queries
+from latencyboard.dashboards import queries
 from latencyboard.dashboards.bottleneck_queries import bottlenecks
 from latencyboard.dashboards.overview_queries import WINDOWS as OVERVIEW_WINDOWS
 from latencyboard.pipelines.mapping import END_TO_END
@@ -60,7 +60,6 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
             {"label": label, "seconds": seconds, "step": step} for label, seconds, step in WINDOWS
         ],
         "percentiles": [{"q": q, "key": quantile_key(q)} for q in PERCENTILES],
-        "attributeMaxHours": attribute_queries.MAX_WINDOW.total_seconds() / 3600,
         "stageShareGraceSeconds": settings.STAGE_SHARE_GRACE_SECONDS,
         "urls": {
             "percentiles": reverse("api-pipeline-percentiles", args=[pk]),

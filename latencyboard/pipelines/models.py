@@ -118,3 +118,42 @@ class StageRule(models.Model):
             attribute=self.attribute,
             value_pattern=self.value_pattern,
         )
+
+
+DEFAULT_COHORT_ATTRIBUTES = ("model.version", "service.version")
+"""Cohort attributes of every pipeline: what changes with a deployment."""
+MAX_EXTRA_COHORT_ATTRIBUTES = 3
+"""Cohort attributes a pipeline may add to the defaults: each multiplies its rollup rows."""
+
+
+class CohortAttribute(models.Model):
+    """A span attribute (``cache_hit``, ``gpu.type``…) whose values get their own latency
+    sketches in this pipeline, on top of :data:`DEFAULT_COHORT_ATTRIBUTES`.
+
+    Spans are folded by the attributes configured when they are folded: adding one here
+    answers questions about spans from then on, not about earlier ones.
+    """
+
+    pipeline = models.ForeignKey(
+        Pipeline, on_delete=models.CASCADE, related_name="cohort_attributes"
+    )
+    key = models.CharField(max_length=255, help_text="Span attribute key, e.g. cache_hit")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pipeline", "key"], name="cohort_attribute_unique")
+        ]
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return f"{self.pipeline}: {self.key}"
+
+    def clean(self) -> None:
+        if self.key in DEFAULT_COHORT_ATTRIBUTES:
+            raise ValidationError({"key": f"{self.key} is a cohort attribute of every pipeline."})
+
+
+def cohort_attributes(pipeline: Pipeline) -> list[str]:
+    """The attributes whose values have their own sketches in this pipeline."""
+    extra = pipeline.cohort_attributes.values_list("key", flat=True)
+    return [*DEFAULT_COHORT_ATTRIBUTES, *extra]

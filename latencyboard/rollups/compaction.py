@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 from latencyboard.db import psycopg_cursor
-from latencyboard.rollups import folding
+from latencyboard.rollups import cohort_services, folding
 from latencyboard.rollups.folding import Fold
 from latencyboard.rollups.rows import (
     FOLDED_SPANS,
@@ -140,6 +140,12 @@ def compact_rollups(now: dt.datetime) -> CompactionResult:
                 [resolution, before],
             )
             deleted += cursor.rowcount
+        cohort_rows, cohort_deleted = cohort_services.compact_cohorts(
+            cursor,
+            hours_end=complete,
+            days_end=floor_to(complete, DAY),
+            kept_from={"minute": minutes_from, "hour": hours_from, "day": days_from},
+        )
     result = CompactionResult(hours, days, hours_raw + days_raw, deleted)
     logger.info(
         "rollup.compacted",
@@ -148,6 +154,8 @@ def compact_rollups(now: dt.datetime) -> CompactionResult:
             "days": result.days,
             "from_spans": result.from_spans,
             "deleted": result.deleted,
+            "cohort_rows": cohort_rows,
+            "cohort_deleted": cohort_deleted,
         },
     )
     return result

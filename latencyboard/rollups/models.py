@@ -12,21 +12,22 @@ class Resolution(models.TextChoices):
     DAY = "day", "Day"
 
 
-class Rollup(models.Model):
-    """Latency of one pipeline stage over one minute, hour or day.
-
-    ``stage`` is empty for end-to-end latency (the pipeline's root spans). ``sketch`` is a
-    ``latencyboard.sketches.sketch.Sketch`` in its binary form: any window's percentile is a
-    merge of rows. Count, errors and sum are exact.
-    """
+class BucketRow(models.Model):
+    """A row describing one bucket (minute, hour or day) of one pipeline."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
-    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="rollups")
-    stage = models.ForeignKey(
-        Stage, null=True, blank=True, on_delete=models.CASCADE, related_name="rollups"
-    )
     resolution = models.CharField(max_length=8, choices=Resolution.choices)
     bucket_start = models.DateTimeField()
+
+    class Meta:
+        abstract = True
+
+
+class LatencyRow(BucketRow):
+    """Latency over one bucket: exact count, errors, sum, min and max, and a
+    ``latencyboard.sketches.sketch.Sketch`` in its binary form (any window's percentile is a
+    merge of rows)."""
+
     count = models.BigIntegerField()
     error_count = models.BigIntegerField()
     sum_ms = models.FloatField()
@@ -35,24 +36,86 @@ class Rollup(models.Model):
     sketch = models.BinaryField()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["pipeline", "stage", "resolution", "bucket_start"],
-                name="rollup_identity_unique",
-                nulls_distinct=False,
-            )
-        ]
-        indexes = [
-            models.Index(
-                fields=["pipeline", "resolution", "bucket_start"], name="rollup_pipeline_window"
-            )
-        ]
+        abstract = True
+
+
+def _identity(fields: list[str], name: str, *, nulls_distinct: bool | None = None) -> list:
+    """The unique constraint of a bucketed table: one row per key, resolution and bucket."""
+    return [
+        models.UniqueConstraint(
+            fields=[*fields, "resolution", "bucket_start"],
+            name=name,
+            nulls_distinct=nulls_distinct,
+        )
+    ]
+
+
+def _window_index(name: str) -> list:
+    """Reads scan a pipeline's rows of one resolution over a window."""
+    return [models.Index(fields=["pipeline", "resolution", "bucket_start"], name=name)]
+
+
+class Rollup(LatencyRow):
+    """Latency of one pipeline stage over one minute, hour or day.
+
+    ``stage`` is empty for end-to-end latency (the pipeline's root spans).
+    """
+
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="rollups")
+    stage = models.ForeignKey(
+        Stage, null=True, blank=True, on_delete=models.CASCADE, related_name="rollups"
+    )
+
+    class Meta:
+        constraints = _identity(
+            ["pipeline", "stage"], "rollup_identity_unique", nulls_distinct=False
+        )
+        indexes = _window_index("rollup_pipeline_window")
 
     def __str__(self) -> str:
         return f"{self.pipeline} {self.stage or 'end-to-end'} {self.resolution} {self.bucket_start}"
 
 
-class StageShare(models.Model):
+class CohortRollup(LatencyRow):
+    """Latency of one pipeline stage over one bucket, for the spans whose cohort
+    ``attribute`` (``model.version``…) has ``value``.
+
+    ``stage`` is empty for end to end. A span counts in the cohort of each cohort attribute
+    it carries itself (a stage whose spans lack the attribute has no rows). Past
+    ``COHORT_VALUES_PER_DAY`` values of an attribute in one pipeline and UTC day, further
+    values count as :data:`latencyboard.rollups.cohorts.OTHER`.
+    """
+
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="+")
+    stage = models.ForeignKey(
+        Stage, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    attribute = models.CharField(max_length=255)
+    value = models.CharField(max_length=255)
+
+    class Meta:
+        # The stage last: a fold probes one (pipeline, attribute, value, bucket) for all its
+        # stages, end to end (NULL) included, through the index's prefix.
+        constraints = _identity(
+            ["pipeline", "attribute", "value", "stage"],
+            "cohort_rollup_identity_unique",
+            nulls_distinct=False,
+        )
+        indexes = [
+            models.Index(
+                fields=["pipeline", "attribute", "resolution", "bucket_start"],
+                name="cohort_rollup_window",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.pipeline} {self.attribute}={self.value} {self.stage or 'end-to-end'} "
+            f"{self.resolution} {self.bucket_start}"
+        )
+
+
+class StageShare(BucketRow):
     """Where one pipeline's requests spent their time in one stage over a minute, hour or day.
 
     A request is a root span of the pipeline and the spans below it; it belongs to the bucket
@@ -73,11 +136,8 @@ class StageShare(models.Model):
     typical minute's slowest requests as well as by the hour's.
     """
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
     pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="stage_shares")
     stage = models.ForeignKey(Stage, on_delete=models.CASCADE, related_name="stage_shares")
-    resolution = models.CharField(max_length=8, choices=Resolution.choices)
-    bucket_start = models.DateTimeField()
     requests = models.BigIntegerField()
     self_ms_sum = models.FloatField()
     tail_requests = models.BigIntegerField()
@@ -86,18 +146,8 @@ class StageShare(models.Model):
     tail_root_ms_sum = models.FloatField()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["pipeline", "stage", "resolution", "bucket_start"],
-                name="stage_share_identity_unique",
-            )
-        ]
-        indexes = [
-            models.Index(
-                fields=["pipeline", "resolution", "bucket_start"],
-                name="stage_share_pipeline_window",
-            )
-        ]
+        constraints = _identity(["pipeline", "stage"], "stage_share_identity_unique")
+        indexes = _window_index("stage_share_pipeline_window")
 
     def __str__(self) -> str:
         return f"{self.pipeline} {self.stage} {self.resolution} {self.bucket_start}"

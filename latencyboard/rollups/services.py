@@ -20,12 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
 import psycopg
 from django.db import transaction
 
 from latencyboard.db import psycopg_cursor
 from latencyboard.live.coalescing import Coalescer, Touched
-from latencyboard.rollups import folding
+from latencyboard.rollups import cohort_services, folding
 from latencyboard.rollups.folding import Fold
 from latencyboard.rollups.publishing import publish_touched
 from latencyboard.rollups.rows import (
@@ -119,6 +120,7 @@ def fold_pending_batches(
         folds = folding.fold_minutes(spans)
         _add_minutes(cursor, folds, teams)
         add_sla_minutes(cursor, spans)
+        cohort_services.fold_cohorts(cursor, batches, np.unique(spans.stage_id).tolist(), teams)
         cursor.execute(
             "UPDATE spans_ingestbatch SET rolled_up_at = %s WHERE id = ANY(%b::int8[])",
             [now, batches],

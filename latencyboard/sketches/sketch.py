@@ -193,6 +193,15 @@ class Sketch:
             result += (rank - lower) * (self._values_at(upper) - result)
         return result
 
+    def order_statistics(self, ranks: npt.ArrayLike) -> FloatArray:
+        """Estimates of the order statistics of these 0-based ranks (each in
+        ``[0, count)``), within ``RELATIVE_ERROR`` like every quantile. Raises ValueError
+        for a rank out of range, or any rank of an empty sketch."""
+        wanted = np.asarray(ranks, dtype=np.int64)
+        if wanted.size and not (wanted.min() >= 0 and wanted.max() < self._count):
+            raise ValueError(f"ranks must lie in [0, {self._count}), got {ranks!r}")
+        return self._values_at(wanted)
+
     def to_bytes(self) -> bytes:
         """Serialize to the compact version-1 format of :mod:`latencyboard.sketches.format`."""
         return encode(

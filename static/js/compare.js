@@ -138,9 +138,7 @@
   }
 
   function sampleWords(side) {
-    if (side.fraction >= 1) return `every span (${C.formatCount(side.spans)})`;
-    const share = side.fraction * 100;
-    return `${C.formatCount(side.spans)} spans, a uniform ${share < 1 ? share.toFixed(2) : share.toFixed(1)}% sample of ≈ ${C.formatCount(side.estimated_spans)}`;
+    return `every span (${C.formatCount(side.spans)})`;
   }
 
   function render(data) {

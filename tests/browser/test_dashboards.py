@@ -13,9 +13,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from ingest.backfill import backfill_demo
-from latencyboard.dashboards.services import scan_versions
 from latencyboard.demo.profiles import STAGE_NAMES
-from latencyboard.pipelines.models import Pipeline
+from latencyboard.pipelines.models import CohortAttribute, Pipeline, Stage
+from latencyboard.rollups.compaction import compact_rollups
 from latencyboard.rollups.services import fold_pending_batches
 from latencyboard.rollups.share_services import compute_stage_shares
 from latencyboard.sla.models import Objective
@@ -23,12 +23,15 @@ from latencyboard.sla.services import create_objective
 from latencyboard.teams.models import Role, Team
 from tests.browser.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
 from tests.factories import make_team, make_user
+from tests.latencyboard.test_compare import write_spans
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # A day of the three demo pipelines at 0.5% of the live demo's rate: ~90 k spans, a few
 # requests a minute per pipeline, enough for every chart and quick to fold.
 SCALE = 0.005
+HOUR = dt.timedelta(hours=1)
+DAY = dt.timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -42,15 +45,18 @@ class Demo:
 
 @pytest.fixture
 def demo() -> Demo:
-    """Demo traffic of the last day, folded into rollups, stage shares, version segments and
+    """Demo traffic of the last day, folded into rollups (cohorts included), stage shares and
     the counters of an end-to-end objective on fraud-scorer; a member and an outsider."""
     now = timezone.now()
     team, other = make_team("demo"), make_team("other")
     backfill_demo(team, days=1, end=now, now=now, scale=SCALE, seed=20261121)
+    # cache_hit gets sketches per value before the fold, as an admin would add it
+    CohortAttribute.objects.create(
+        pipeline=Pipeline.objects.get(team=team, service_name="fraud-scorer"), key="cache_hit"
+    )
     while fold_pending_batches(timezone.now()).batches:
         pass
     compute_stage_shares(timezone.now(), seconds=120)
-    scan_versions(timezone.now(), seconds=60)
     Pipeline.objects.create(team=other, service_name="their-secret-service")
     admin = cast(User, make_user(team, role=Role.ADMIN, password=PASSWORD))
     fraud = Pipeline.objects.get(team=team, service_name="fraud-scorer")
@@ -158,7 +164,7 @@ def test_pipeline_page_plots_what_the_apis_answer(page, live_web, demo):
     names = {trace["name"] for trace in plotted(page, "chart-attributes")}
     assert names
     assert all(name.startswith("model.version = v") for name in names)
-    assert "Exact percentiles from raw spans" in page.inner_text("#attribute-note")
+    assert "from the cohort sketches" in page.inner_text("#attribute-note")
 
 
 def test_switching_window_and_percentile_redraws_from_the_api(page, live_web, demo):
@@ -329,3 +335,41 @@ def test_the_error_budget_chart_ends_at_the_headers_figure(page, live_web, demo)
     assert line["y"], "the budget line is drawn"
     assert header.inner_text() == f"{line['y'][-1]:.1f}%"
     screenshot(page, "pipeline-1h-sla")
+
+
+def test_the_attribute_breakdown_at_7_days_plots_values_from_the_whole_week(page, live_web):
+    # given fraud-scorer on v7 six days ago and on v8 in the last hours, folded and compacted
+    team = make_team("ours")
+    now = timezone.now().replace(second=0, microsecond=0)
+    pipeline = Pipeline.objects.create(team=team, service_name="fraud-scorer")
+    stages = {
+        name: Stage.objects.create(pipeline=pipeline, name=name)
+        for name in ("POST /v1/score", "model_forward")
+    }
+    for version, start, forward_ms in (("v7", now - 6 * DAY, 6.0), ("v8", now - 3 * HOUR, 8.0)):
+        tagged = {"model.version": version}
+        step = dt.timedelta(seconds=20)
+        write_spans(
+            stages["POST /v1/score"], [20.0] * 100, start, step, is_root=True, attributes=tagged
+        )
+        write_spans(
+            stages["model_forward"], [forward_ms] * 100, start, step, attributes=tagged, seed=1
+        )
+    compact_rollups(now)
+    log_in(page, live_web, make_user(team, password=PASSWORD).get_username())
+
+    # when the member opens the pipeline at 7 days
+    open_pipeline(page, live_web, pipeline, "?window=7d")
+    page.wait_for_function(
+        "() => document.getElementById('chart-attributes').data"
+        " && document.getElementById('chart-attributes').data.length === 2"
+    )
+    screenshot(page, "pipeline-7d-attributes")
+
+    # then both versions are plotted, each with its model_forward latency
+    traces = {t["name"]: t for t in plotted(page, "chart-attributes")}
+    assert set(traces) == {"model.version = v7", "model.version = v8"}
+    forward = {name: t["y"][t["x"].index("model_forward")] for name, t in traces.items()}
+    assert forward["model.version = v7"] == pytest.approx(6.0, rel=0.01)
+    assert forward["model.version = v8"] == pytest.approx(8.0, rel=0.01)
+    assert "(400)" in page.inner_text("#attribute-note")

@@ -1,5 +1,5 @@
-"""The compare API and page on real spans: exact counts and quantiles on known data, both modes,
-sampling of big windows, scoping to the user's teams, validation and schema."""
+"""The compare API and page on real spans folded into rollups: exact counts and sketch
+quantiles on known data, both modes, scoping to the user's teams, validation and schema."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 
-from latencyboard.compare import sampling
 from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.rollups import services
+from latencyboard.spans.models import IngestBatch
 from latencyboard.spans.partitions import DayPartition
 from latencyboard.teams.models import Team
 from tests.factories import make_team, make_user
@@ -41,11 +42,15 @@ def write_spans(
     attributes: dict[str, Any] | None = None,
     seed: int = 0,
 ) -> None:
-    """One span of ``stage`` per duration, starting at ``start`` and every ``step`` after."""
+    """One span of ``stage`` per duration, starting at ``start`` and every ``step`` after, in
+    one ingest batch, folded into the rollups."""
     durations = np.rint(np.asarray(durations_ms, dtype=np.float64) * 1e6).astype(np.int64)
     last = start + step * max(len(durations) - 1, 0)
     span_ids = np.random.default_rng(seed).integers(-(2**63), 2**63 - 1, len(durations))
     pipeline = stage.pipeline
+    batch = IngestBatch.objects.create(
+        team_id=pipeline.team_id, received_at=start, protocol="test", stored_spans=len(durations)
+    )
     with connection.cursor() as cursor:
         for day in {start.date(), last.date()}:
             cursor.execute(DayPartition(day).create_sql())
@@ -54,7 +59,7 @@ def write_spans(
             INSERT INTO spans_span (team_id, pipeline_id, stage_id, batch_id, trace_id, span_id,
                                     name, kind, status_code, start_time, duration_ns, is_root,
                                     attributes)
-            SELECT %s, %s, %s, 0, gen_random_uuid(), s.span_id, %s, %s, 0,
+            SELECT %s, %s, %s, %s, gen_random_uuid(), s.span_id, %s, %s, 0,
                    %s::timestamptz + (s.n - 1) * %s * interval '1 second', s.duration_ns, %s,
                    %s::jsonb
             FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS s(span_id, duration_ns, n)
@@ -63,6 +68,7 @@ def write_spans(
                 pipeline.team_id,
                 pipeline.pk,
                 stage.pk,
+                batch.pk,
                 stage.name,
                 2 if is_root else 1,
                 start,
@@ -73,6 +79,7 @@ def write_spans(
                 durations.tolist(),
             ],
         )
+    services.fold_pending_batches(start)
 
 
 @dataclass
@@ -141,26 +148,23 @@ def test_two_windows_give_exact_counts_and_quantiles_of_known_spans(client, demo
     response = get(client, demo.member, windows_query(demo))
 
     # then every span in the windows and none outside is counted, and each quantile is the
-    # order statistic of rank floor(q * (n - 1)): 50, 95 and 99 ms against 100, 190, 198 ms
+    # order statistic of rank floor(q * (n - 1)) within the sketch's 1%: 50, 95 and 99 ms
+    # against 100, 190, 198 ms
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["mode"] == "windows"
     assert body["pipeline"] == {"id": demo.pipeline.pk, "name": "fraud-scorer (production)"}
-    assert (body["a"]["spans"], body["a"]["fraction"], body["a"]["estimated_spans"]) == (
-        100,
-        1.0,
-        100,
-    )
-    assert (body["b"]["spans"], body["b"]["fraction"]) == (100, 1.0)
+    assert (body["a"]["spans"], body["b"]["spans"]) == (100, 100)
     forward = stage_of(body, "model_forward")
     assert (forward["n_a"], forward["n_b"]) == (100, 100)
     assert [(q["key"], q["a_ms"], q["b_ms"]) for q in forward["quantiles"]] == [
-        ("p50", 50.0, 100.0),
-        ("p95", 95.0, 190.0),
-        ("p99", 99.0, 198.0),
+        ("p50", pytest.approx(50.0, rel=0.01), pytest.approx(100.0, rel=0.01)),
+        ("p95", pytest.approx(95.0, rel=0.01), pytest.approx(190.0, rel=0.01)),
+        ("p99", pytest.approx(99.0, rel=0.01), pytest.approx(198.0, rel=0.01)),
     ]
     p50 = quantile(forward, "p50")
-    assert (p50["delta_ms"], p50["delta_pct"], p50["min_spans"]) == (50.0, 100.0, 50)
+    assert p50["delta_ms"] == pytest.approx(50.0, abs=1.5)
+    assert (p50["delta_pct"], p50["min_spans"]) == (pytest.approx(100.0, abs=3), 50)
     assert 0 < p50["ci_low_ms"] <= p50["delta_ms"] <= p50["ci_high_ms"]
     assert (p50["significant"], p50["change"]) == (True, "slower")
     # 100 spans are too few for p95 (200) and p99 (1,000): numbers, but no interval
@@ -169,8 +173,9 @@ def test_two_windows_give_exact_counts_and_quantiles_of_known_spans(client, demo
         (False, None),
     ]
     assert forward["significant"] is True
-    assert forward["verdict"] == "model_forward p50 +50.0 ms (+100.0%), significantly slower"
-    assert body["headline"] == ("Significantly slower in B: model_forward p50 +50.0 ms (+100.0%).")
+    assert forward["verdict"].startswith("model_forward p50 +")
+    assert forward["verdict"].endswith(", significantly slower")
+    assert body["headline"].startswith("Significantly slower in B: model_forward p50 +")
 
 
 def test_end_to_end_is_the_root_spans_and_comes_first(client, demo):
@@ -188,7 +193,7 @@ def test_end_to_end_is_the_root_spans_and_comes_first(client, demo):
         {"id": demo.preprocess.pk, "name": "preprocess"},
     ]
     end_to_end = stage_of(body, "end-to-end")
-    assert (end_to_end["n_a"], quantile(end_to_end, "p50")["a_ms"]) == (60, 30.0)
+    assert (end_to_end["n_a"], quantile(end_to_end, "p50")["a_ms"]) == (60, 30.0)  # min = max
     assert end_to_end["verdict"] == "no significant change (p95, p99: too few spans)"
     assert body["headline"] == "No significant change in any stage."
 
@@ -237,25 +242,60 @@ def test_two_values_of_an_attribute_compare_spans_carrying_them(client, demo):
     )
 
 
-def test_a_big_window_is_a_uniform_sample_under_the_cap(client, demo, monkeypatch):
-    # given caps shrunk so that 6,000 spans a window are many
-    monkeypatch.setattr(sampling, "READ_ALL_BELOW", 500)
-    monkeypatch.setattr(sampling, "MAX_SPANS_PER_SIDE", 1_000)
-    rng = np.random.default_rng(2)
-    write_spans(demo.forward, rng.lognormal(np.log(6), 0.3, 6_000), DAY_A, SECOND / 2)
-    write_spans(demo.forward, rng.lognormal(np.log(6), 0.3, 6_000), DAY_B, SECOND / 2, seed=1)
+def test_values_can_be_compared_over_two_windows(client, demo):
+    # given v7 on day A and v8, twice as slow, on day B
+    rng = np.random.default_rng(4)
+    write_spans(
+        demo.forward,
+        rng.lognormal(np.log(6), 0.3, 300),
+        DAY_A,
+        SECOND,
+        attributes={"model.version": "v7"},
+    )
+    write_spans(
+        demo.forward,
+        2 * rng.lognormal(np.log(6), 0.3, 300),
+        DAY_B,
+        SECOND,
+        attributes={"model.version": "v8"},
+        seed=1,
+    )
 
-    # when compared twice
-    first = get(client, demo.member, windows_query(demo)).json()
-    second = get(client, demo.member, windows_query(demo)).json()
+    # when v7 on day A is compared with v8 on day B
+    body = get(
+        client, demo.member, windows_query(demo, attr="model.version", a="v7", b="v8")
+    ).json()
 
-    # then each side is a sample of at most the cap, that says how much it read, and the
-    # answer does not change from one call to the next
-    for side in ("a", "b"):
-        assert 0 < first[side]["spans"] <= 1_000
-        assert first[side]["fraction"] < 1.0
-        assert first[side]["estimated_spans"] == pytest.approx(6_000, rel=0.35)
-    assert first == second
+    # then each side is its value in its window
+    assert (body["mode"], body["a"]["spans"], body["b"]["spans"]) == ("attribute", 300, 300)
+    assert stage_of(body, "model_forward")["change"] == "slower"
+
+
+def test_an_attribute_without_sketches_is_refused_with_how_to_add_it(client, demo):
+    write_spans(demo.forward, np.full(100, 3.0), DAY_A, SECOND, attributes={"cache_hit": True})
+
+    response = get(
+        client,
+        demo.member,
+        {
+            "pipeline": str(demo.pipeline.pk),
+            "start": iso(DAY_A),
+            "end": iso(DAY_B),
+            "attr": "cache_hit",
+            "a": "true",
+            "b": "false",
+        },
+    )
+
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "attr": [
+                "cache_hit is not a cohort attribute of this pipeline, so its values have no "
+                "sketches; an admin can add it to the pipeline's cohort attributes."
+            ]
+        },
+    )
 
 
 def test_an_outsider_gets_404_and_nothing_of_the_pipeline(client, demo):
@@ -309,14 +349,22 @@ def test_another_pipelines_spans_never_count(client, demo):
             id="window-too-long",
         ),
         pytest.param(
+            {"start": iso(DAY_A)},
+            {"start": ["Give one shared window (start, end) or two (a_start…b_end), not both."]},
+            id="both-kinds-of-window",
+        ),
+        pytest.param(
             {"attr": "model.version"},
             {
-                "attr": [
-                    "Give two windows (a_start, a_end, b_start, b_end) or one window and two "
-                    "values of an attribute (start, end, attr, a, b), not both."
-                ]
+                "a": ["Required to compare two values of an attribute."],
+                "b": ["Required to compare two values of an attribute."],
             },
-            id="both-modes",
+            id="attribute-without-values",
+        ),
+        pytest.param(
+            {"a_end": iso(DAY_A + SECOND)},
+            {"a_end": ["A window must hold a whole minute."]},
+            id="window-under-a-minute",
         ),
         pytest.param(
             {"pipeline": "fraud-scorer"},

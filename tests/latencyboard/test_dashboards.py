@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -19,22 +18,19 @@ from django.utils import timezone
 
 from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
-from latencyboard.dashboards import attribute_queries, deployments, queries, ranking
+from latencyboard.dashboards import deployments, queries, ranking
 from latencyboard.dashboards.deployments import GAP, Marker, Segment, Sighting
-from latencyboard.dashboards.models import VersionSegment, VersionWatermark
 from latencyboard.dashboards.overview_queries import WINDOWS, overview
-from latencyboard.dashboards.services import scan_versions
-from latencyboard.dashboards.tasks import scan_versions as scan_versions_task
 from latencyboard.dashboards.templatetags.dashboards import ms, percent, quantile_label
 from latencyboard.db import conninfo
 from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.rollups import services
 from latencyboard.rollups.models import Resolution, Rollup, StageShare
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla.models import Objective, SlaMinute
 from latencyboard.teams.models import Team
 from tests.factories import make_team, make_user
-from tests.support import PYTHON, RunningProcess, start_process, stop_process
 
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
 MINUTE = dt.timedelta(minutes=1)
@@ -578,8 +574,9 @@ def store(writer: SpanWriter, team: Team, spans: list[DecodedSpan]) -> None:
 
 
 @db_committed
-def test_version_scan_marks_a_rollout_and_the_api_returns_it(client, writer):
-    # given an hour of v7, then a canary of v8 from minute 20, v7 gone after minute 40
+def test_deployment_markers_come_from_the_cohort_rollups(client, writer):
+    # given an hour of v7, then a canary of v8 from minute 20, v7 gone after minute 40,
+    # folded into the rollups
     team = make_team("ours")
     start = timezone.now().replace(second=0, microsecond=0) - 3 * HOUR
     spans = []
@@ -591,161 +588,39 @@ def test_version_scan_marks_a_rollout_and_the_api_returns_it(client, writer):
                 start + minute * MINUTE, 10.0, {"model_forward": 6.0}, attributes
             )
     store(writer, team, spans)
-
-    # when the version scan catches up, in steps of an hour at most
-    result = scan_versions(start + 2 * HOUR, seconds=60)
-
-    # then each version has one segment and the API marks the canary and v7's end
+    services.fold_until_idle(lambda: start + 2 * HOUR, seconds=60)
     pipeline = Pipeline.objects.get(team=team)
-    assert result.spans == 2 * 160  # 80 roots and 80 children, each carrying both keys
-    assert result.behind == 0
-    assert set(
-        VersionSegment.objects.filter(pipeline=pipeline).values_list(
-            "attribute", "value", "first_seen", "last_seen"
-        )
-    ) == {
-        ("service.version", "3.4.1", start, start + 59 * MINUTE),
-        ("model.version", "v7", start, start + 39 * MINUTE),
-        ("model.version", "v8", start + 20 * MINUTE, start + 59 * MINUTE),
-    }
-    assert (
-        VersionWatermark.objects.get(pipeline=pipeline).scanned_until
-        == start + 2 * HOUR - 2 * MINUTE
-    )
+
+    # when the page asks for the deployments of the window
     client.force_login(make_user(team))
     response = client.get(
         f"/api/pipelines/{pipeline.pk}/deployments/",
         {"start": (start - HOUR).isoformat(), "end": (start + 2 * HOUR).isoformat()},
     )
-    markers = [(m["kind"], m["value"], m["previous"]) for m in response.json()["markers"]]
-    assert markers == [("appeared", "v8", "v7"), ("gone", "v7", None)]
+
+    # then the canary is marked at v8's first minute and v7's end at its last
+    markers = [(m["kind"], m["value"], m["previous"], m["at"]) for m in response.json()["markers"]]
+    assert markers == [
+        ("appeared", "v8", "v7", (start + 20 * MINUTE).isoformat().replace("+00:00", "Z")),
+        ("gone", "v7", None, (start + 39 * MINUTE).isoformat().replace("+00:00", "Z")),
+    ]
 
 
 @db_committed
-def test_version_scan_resumes_from_its_watermark(writer):
+def test_a_version_seen_before_the_window_is_no_new_deployment(client, writer):
+    # given v7 before the window and again in it, after a pause
     team = make_team("ours")
     start = timezone.now().replace(second=0, microsecond=0) - 3 * HOUR
-    store(writer, team, request_spans(start, 10.0, {}, {"model.version": "v7"}))
-    scan_versions(start + 10 * MINUTE, seconds=60)
-    store(writer, team, request_spans(start + 12 * MINUTE, 10.0, {}, {"model.version": "v7"}))
+    for minute in (0, 90):
+        store(
+            writer, team, request_spans(start + minute * MINUTE, 10.0, {}, {"model.version": "v7"})
+        )
+    services.fold_until_idle(lambda: start + 2 * HOUR, seconds=60)
+    pipeline = Pipeline.objects.get(team=team)
 
-    scan_versions(start + HOUR, seconds=60)
+    markers = queries.deployment_markers(pipeline, start + HOUR, start + 2 * HOUR)
 
-    (only,) = VersionSegment.objects.filter(pipeline__team=team)
-    assert (only.first_seen, only.last_seen, only.spans) == (start, start + 12 * MINUTE, 2)
-
-
-@pytest.fixture(scope="module")
-def worker(
-    child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningProcess]:
-    running = start_process(
-        [
-            *(PYTHON, "-m", "celery", "-A", "latencyboard", "worker", "--pool", "solo"),
-            *("--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"),
-        ],
-        child_env,
-        tmp_path_factory.mktemp("worker") / "worker.log",
-    )
-    yield running
-    stop_process(running)
-
-
-@db_committed
-@pytest.mark.celery
-def test_version_scan_task_runs_in_the_worker(writer, worker):
-    # given spans of a new version stored a few minutes ago
-    team = make_team("ours")
-    start = timezone.now().replace(second=0, microsecond=0) - 10 * MINUTE
-    store(writer, team, request_spans(start, 10.0, {}, {"model.version": "v9"}))
-
-    # when the scan task goes through the broker
-    scan_versions_task.delay()
-
-    # then the worker process records the version's segment
-    deadline = time.monotonic() + 30
-    while not VersionSegment.objects.filter(pipeline__team=team).exists():
-        assert time.monotonic() < deadline, worker.log()
-        time.sleep(0.2)
-    assert "dashboards.scan_versions" in worker.log()
+    assert markers == ()
 
 
 # ----- breakdown by attribute ---------------------------------------------------------------------
-
-
-def lower_percentile_disc(values: list[float], q: float) -> float:
-    """PostgreSQL's percentile_disc: the first value whose cumulative share reaches q."""
-    ordered = sorted(values)
-    return ordered[max(0, int(np.ceil(q * len(ordered))) - 1)]
-
-
-@db_committed
-def test_attribute_breakdown_gives_exact_percentiles_per_value(client, writer):
-    # given requests on two model versions and with cache hits and misses
-    team = make_team("ours")
-    start = timezone.now().replace(second=0, microsecond=0) - 2 * HOUR
-    rng = np.random.default_rng(3)
-    durations: dict[tuple[str, str], list[float]] = {}
-    spans = []
-    for index in range(300):
-        version = "v8" if index % 3 == 0 else "v7"
-        root = round(float(rng.uniform(10, 100)), 3)
-        forward = round(float(rng.uniform(1, 9)), 3)
-        durations.setdefault(("end-to-end", version), []).append(root)
-        durations.setdefault(("model_forward", version), []).append(forward)
-        spans += request_spans(
-            start + index * dt.timedelta(seconds=10),
-            root,
-            {"model_forward": forward},
-            {"model.version": version},
-        )
-    store(writer, team, spans)
-    pipeline = Pipeline.objects.get(team=team)
-    client.force_login(make_user(team))
-
-    # when the page asks for the model.version breakdown of the last 3 hours
-    response = client.get(
-        f"/api/pipelines/{pipeline.pk}/attributes/",
-        {
-            "start": (start - HOUR).isoformat(),
-            "end": (start + 2 * HOUR).isoformat(),
-            "q": "0.5,0.99",
-        },
-    )
-
-    # then each stage and value has the exact percentiles of its spans
-    body = response.json()
-    assert response.status_code == 200
-    assert body["key"] == "model.version"
-    assert body["keys"] == ["model.version"]
-    assert body["values"] == ["v7", "v8"]
-    assert body["spans_read"] == 600
-    assert body["capped"] is False
-    got = {(g["stage"]["name"], g["value"]): (g["n"], g["quantiles_ms"]) for g in body["groups"]}
-    assert got == {
-        key: (len(values), [lower_percentile_disc(values, q) for q in (0.5, 0.99)])
-        for key, values in durations.items()
-    }
-
-
-@db_committed
-def test_attribute_breakdown_reads_only_the_newest_spans_of_the_last_day(writer, monkeypatch):
-    team = make_team("ours")
-    end = timezone.now().replace(second=0, microsecond=0)
-    for minutes_ago in (30 * 60, 20, 10, 5):  # the first is beyond 24 h
-        store(
-            writer,
-            team,
-            request_spans(end - minutes_ago * MINUTE, 10.0, {}, {"cache_hit": minutes_ago > 10}),
-        )
-    monkeypatch.setattr(attribute_queries, "MAX_SPANS", 2)
-    pipeline = Pipeline.objects.get(team=team)
-
-    result = attribute_queries.attribute_breakdown(
-        pipeline, "cache_hit", end - 48 * HOUR, end, (0.5,)
-    )
-
-    assert result.start == end - 24 * HOUR
-    assert result.capped is True
-    assert result.covered_from == end - 10 * MINUTE
-    assert [(g.value, g.n) for g in result.groups] == [("false", 2)]

@@ -13,7 +13,6 @@ from channels.layers import get_channel_layer
 from django.db import connection
 
 from ingest.writer import SpanWriter
-from latencyboard.dashboards import services as dashboard_services
 from latencyboard.db import conninfo
 from latencyboard.live.groups import pipeline_group, team_group
 from latencyboard.pipelines.models import Pipeline
@@ -132,7 +131,7 @@ def test_a_fold_publishes_one_points_event_per_pipeline_and_one_rollup_event_per
     assert heard(overview) == [{"type": "rollup", "pipelines": sorted([recommender.pk, ranker.pk])}]
 
 
-def test_new_stage_shares_and_a_new_version_tell_the_pipeline_s_pages(writer):
+def test_new_stage_shares_tell_the_pipeline_s_pages(writer):
     # given requests of a pipeline in a minute long past, the second version of its model
     team = make_team()
     spans = [
@@ -143,18 +142,13 @@ def test_new_stage_shares_and_a_new_version_tell_the_pipeline_s_pages(writer):
     pipeline = Pipeline.objects.get(team=team)
     page = listen(pipeline_group(pipeline.pk))
 
-    # when the stage shares and the versions of that minute are computed
+    # when the stage shares of that minute are computed
     later = T0 + dt.timedelta(minutes=10)
     share_services.compute_stage_shares(later, seconds=30)
-    dashboard_services.scan_versions(later, seconds=30)
 
-    # then the page hears one event of each, and nothing when nothing is new
-    assert heard(page) == [
-        {"type": "stage_shares", "pipeline": pipeline.pk},
-        {"type": "deployments", "pipeline": pipeline.pk},
-    ]
+    # then the page hears one event, and nothing when nothing is new
+    assert heard(page) == [{"type": "stage_shares", "pipeline": pipeline.pk}]
     # (a new listener: a layer's channel is bound to the event loop it was first read in)
     again = listen(pipeline_group(pipeline.pk))
     share_services.compute_stage_shares(later, seconds=30)
-    dashboard_services.scan_versions(later, seconds=30)
     assert heard(again) == []

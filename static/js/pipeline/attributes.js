@@ -1,5 +1,6 @@
-/* Pipeline page panel: latency per value of one span attribute (model.version by default),
- * exact percentiles from the raw spans of the window's last day at most. */
+/* Pipeline page panel: latency per value of one cohort attribute (model.version by default),
+ * over the whole chosen window, from the cohort rollups' sketches. An attribute that is not a
+ * cohort has no values: the panel says so, and shows admins where to add it. */
 (function () {
   "use strict";
 
@@ -10,23 +11,30 @@
   let attribute = null;
 
   function describe() {
-    const hours = cfg.attributeMaxHours;
-    let text = `Exact percentiles from raw spans, of the last ${hours} h at most` +
-      ` (here ${C.formatTime(body.start)} to now): ${C.formatCount(body.spans_read)} spans read`;
-    if (body.capped) {
-      text += `, only the newest ${C.formatCount(body.max_spans)}, from ${C.formatTime(body.covered_from)}`;
+    const note = el("attribute-note");
+    if (!body.cohort) {
+      note.replaceChildren(`${body.key} is not a cohort attribute of this pipeline, so its values have no sketches.`);
+      if (body.add_url) {
+        const link = document.createElement("a");
+        link.href = body.add_url;
+        link.textContent = "Add it as a cohort attribute";
+        note.append(" ", link, " (applies to spans folded from then on).");
+      }
+      return;
     }
-    text += `. The ${body.max_values} most frequent values are shown.`;
-    el("attribute-note").textContent = text;
+    note.textContent = `Every span of ${C.formatTime(body.start)} to ${C.formatTime(body.end)}` +
+      ` (${C.formatCount(body.spans)}), from the cohort sketches; percentiles within 1%.` +
+      ` The ${body.max_values} most frequent values are shown.`;
   }
 
   function draw() {
     if (!body) return;
+    if (!body.cohort) {
+      C.message(chart, `${body.key} is not a cohort attribute: no latency per value.`);
+      return;
+    }
     if (!body.groups.length) {
-      const since = C.formatTime(body.start);
-      C.message(chart, body.key
-        ? `No spans carrying ${body.key} since ${since}.`
-        : `No spans with attributes since ${since}: nothing to break the latency down by.`);
+      C.message(chart, `No spans carrying ${body.key} from ${C.formatTime(body.start)} to ${C.formatTime(body.end)}.`);
       return;
     }
     const key = state.percentile;
@@ -73,8 +81,11 @@
       body = answer;
       attribute = body.key || null;
       const picker = el("attribute-picker");
-      picker.replaceChildren(...body.keys.map((key) => new Option(key, key, false, key === body.key)));
-      picker.disabled = !body.keys.length;
+      const option = (key) => new Option(key, key, false, key === body.key);
+      const others = document.createElement("optgroup");
+      others.label = "not cohorts (no values)";
+      others.append(...body.other_keys.map(option));
+      picker.replaceChildren(...body.keys.map(option), ...(body.other_keys.length ? [others] : []));
       describe();
       draw();
     } catch (error) {

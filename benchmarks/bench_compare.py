@@ -1,0 +1,241 @@
+"""Compare from sketches, and what cohort rollups cost: fold throughput and storage.
+
+Run: ``python benchmarks/bench_compare.py [--days 28] [--scale 0.0123] [--requests 20]``
+(``--scale 0.0123`` over 90 days is the ~20 M-span dataset of ``bench_percentiles.py``; the
+default, 28 days at that scale, is about 6 M spans and loads and folds in a few minutes).
+
+Self-contained, against a throwaway PostgreSQL (``_stack.BenchStack``) and Redis:
+
+1. **Load.** ``backfill_demo`` writes ``--days`` of the three demo pipelines' traffic as
+   pending batches.
+2. **Fold twice, in the same run.** Every batch is folded without cohort rollups (the
+   cohort hook replaced by a no-op), the rollups, SLA counters and batch marks are reset,
+   and every batch is folded again with them; then compaction. Throughputs in spans/s and
+   their ratio.
+3. **Storage.** Bytes (heap, TOAST and indexes) of the rollup and the cohort rollup tables,
+   per day of history.
+4. **Compare API.** ``GET /api/compare/`` through Django's test Client (production settings,
+   a team viewer) on the busiest pipeline: two windows of 1 h, 24 h, 7 d and 28 d (the
+   latest against the one before), and ``model.version`` v7 against v8 over the last 7 d;
+   3 warm-ups then ``--requests`` timed each, p50/p95/max in ms.
+
+Prints the figures and writes them to ``var/bench/compare.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _demo_data import backfill_demo, pending_folds
+from _stack import (  # puts the repo on sys.path
+    PRODUCTION_SETTINGS,
+    ROOT,
+    BenchStack,
+    bench_config,
+    interrupt_on_sigterm,
+    running_redis,
+    write_json,
+)
+
+JSON_PATH = ROOT / "var" / "bench" / "compare.json"
+WARMUP = 3
+WINDOWS = {"1h": dt.timedelta(hours=1), "24h": dt.timedelta(days=1)}
+WINDOWS.update({"7d": dt.timedelta(days=7), "28d": dt.timedelta(days=28)})
+_RESET = """
+TRUNCATE rollups_rollup, rollups_cohortrollup, sla_slaminute;
+UPDATE spans_ingestbatch SET rolled_up_at = NULL;
+"""
+
+
+def fold_all() -> dict[str, float]:
+    spans, started = 0, time.perf_counter()
+    for result, _ in pending_folds():
+        spans += result.spans
+    seconds = time.perf_counter() - started
+    return {"spans": spans, "seconds": seconds, "spans_per_s": spans / seconds}
+
+
+def fold_phase() -> dict[str, Any]:
+    from django.db import connection
+    from django.utils import timezone
+
+    from latencyboard.rollups import cohort_services
+    from latencyboard.rollups.compaction import compact_rollups
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    with_cohorts = cohort_services.fold_cohorts
+    cohort_services.fold_cohorts = lambda *args, **kwargs: 0
+    print("bench: folding without cohorts", file=sys.stderr)
+    without = fold_all()
+    cohort_services.fold_cohorts = with_cohorts
+    with connection.cursor() as cursor:
+        cursor.execute(_RESET)
+        cursor.execute("VACUUM ANALYZE rollups_rollup, sla_slaminute, spans_ingestbatch")
+    print("bench: folding with cohorts", file=sys.stderr)
+    with_ = fold_all()
+    started = time.perf_counter()
+    compact_rollups(timezone.now())
+    compact_seconds = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+    return {
+        "without_cohorts": without,
+        "with_cohorts": with_,
+        "ratio": with_["spans_per_s"] / without["spans_per_s"],
+        "compact_seconds": compact_seconds,
+    }
+
+
+def storage_phase(days: int) -> dict[str, Any]:
+    from django.db import connection
+
+    sizes = {}
+    with connection.cursor() as cursor:
+        for table in ("rollups_rollup", "rollups_cohortrollup"):
+            cursor.execute(
+                "SELECT pg_total_relation_size(%s), (SELECT count(*) FROM " + table + ")",  # noqa: S608
+                [table],
+            )
+            size, rows = cursor.fetchone()
+            sizes[table] = {"bytes": size, "rows": rows, "bytes_per_day": size / days}
+    rollups = sizes["rollups_rollup"]["bytes_per_day"]
+    cohorts = sizes["rollups_cohortrollup"]["bytes_per_day"]
+    return {**sizes, "per_day_without": rollups, "per_day_with": rollups + cohorts}
+
+
+def timed(client: Any, params: dict[str, str], requests: int) -> dict[str, Any]:
+    for _ in range(WARMUP):
+        response = client.get("/api/compare/", params)
+        assert response.status_code == 200, response.content[:500]
+    timings = []
+    for _ in range(requests):
+        begin = time.perf_counter()
+        response = client.get("/api/compare/", params)
+        timings.append((time.perf_counter() - begin) * 1e3)
+    body = response.json()
+    return {
+        "p50": float(np.percentile(timings, 50)),
+        "p95": float(np.percentile(timings, 95)),
+        "max": max(timings),
+        "spans": [body["a"]["spans"], body["b"]["spans"]],
+        "headline": body["headline"],
+    }
+
+
+def compare_phase(team_id: int, requests: int) -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+    from django.db.models import Count
+    from django.test import Client
+    from django.utils import timezone
+
+    from latencyboard.spans.models import Span
+    from latencyboard.teams.models import Role, Team
+    from latencyboard.teams.services import add_member
+
+    user = get_user_model().objects.create_user("bench")
+    add_member(Team.objects.get(pk=team_id), user, Role.VIEWER)
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    busiest = (
+        Span.objects.filter(team_id=team_id, is_root=True)
+        .values("pipeline_id")
+        .annotate(n=Count("*"))
+        .order_by("-n")
+        .first()
+    )
+    assert busiest is not None
+    pipeline = str(busiest["pipeline_id"])
+    now = timezone.now().replace(second=0, microsecond=0)
+    figures: dict[str, Any] = {}
+    for label, width in WINDOWS.items():
+        params = {
+            "pipeline": pipeline,
+            "a_start": (now - 2 * width).isoformat(),
+            "a_end": (now - width).isoformat(),
+            "b_start": (now - width).isoformat(),
+            "b_end": now.isoformat(),
+        }
+        figures[f"windows_{label}"] = timed(client, params, requests)
+    params = {
+        "pipeline": pipeline,
+        "start": (now - WINDOWS["7d"]).isoformat(),
+        "end": now.isoformat(),
+        "attr": "model.version",
+        "a": "v7",
+        "b": "v8",
+    }
+    figures["versions_7d"] = timed(client, params, requests)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--days", type=int, default=28, help="days of history to load")
+    parser.add_argument("--scale", type=float, default=0.0123, help="backfill_demo scale")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--requests", type=int, default=20, help="timed requests per question")
+    parser.add_argument("--json", type=Path, default=JSON_PATH, help="where to write figures")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
+    args = parser.parse_args()
+    interrupt_on_sigterm()
+    figures: dict[str, Any] = {
+        "config": bench_config(days=args.days, scale=args.scale, seed=args.seed)
+    }
+    try:
+        with BenchStack(keep=args.keep) as stack, running_redis(stack) as redis_url:
+            stack.env.update({**PRODUCTION_SETTINGS, "REDIS_URL": redis_url})
+            os.environ.update({**stack.env, "STATIC_ROOT": str(stack.root / "static")})
+            import django
+
+            django.setup()
+            from django.core.management import call_command
+
+            call_command("collectstatic", "--no-input", verbosity=0)
+            from django.db import connection
+
+            print(f"bench: loading {args.days} days at scale {args.scale}", file=sys.stderr)
+            started = time.perf_counter()
+            backfill_demo(stack, args.days, str(args.scale), args.seed)
+            figures["load_seconds"] = time.perf_counter() - started
+            figures["fold"] = fold_phase()
+            figures["storage"] = storage_phase(args.days)
+            print("bench: timing the compare API", file=sys.stderr)
+            figures["compare_ms"] = compare_phase(stack.team_id, args.requests)
+            connection.close()
+    except KeyboardInterrupt:
+        print("bench: interrupted, everything stopped", file=sys.stderr)
+        return 130
+    report(figures)
+    write_json(args.json, figures)
+    return 0
+
+
+def report(figures: dict[str, Any]) -> None:
+    fold = figures["fold"]
+    print(
+        f"fold: {fold['without_cohorts']['spans']:,} spans; "
+        f"{fold['without_cohorts']['spans_per_s']:,.0f} spans/s without cohorts, "
+        f"{fold['with_cohorts']['spans_per_s']:,.0f} with ({fold['ratio']:.0%})"
+    )
+    storage = figures["storage"]
+    print(
+        f"rollup storage per day: {storage['per_day_without'] / 1e6:.2f} MB without cohorts, "
+        f"{storage['per_day_with'] / 1e6:.2f} MB with"
+    )
+    for label, timing in figures["compare_ms"].items():
+        print(
+            f"compare {label}: p50 {timing['p50']:.1f} ms, p95 {timing['p95']:.1f} ms, "
+            f"max {timing['max']:.1f} ms, spans {timing['spans'][0]:,} / {timing['spans'][1]:,}"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Reads of whole-window sketches: one merged sketch per series (end to end or a stage) of a
+pipeline, or of each value of a cohort attribute, over any window of whole minutes.
+
+Every span the rollups hold for the window counts once: the rows read tile the window
+(:func:`~latencyboard.rollups.cohort_windows.cover_window`). Callers scope the pipeline to
+the user's teams first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.rollups.cohort_windows import cover_window, finest_cover
+from latencyboard.rollups.queries import stored_rows
+from latencyboard.rollups.windows import RESOLUTION_SECONDS, Segment
+from latencyboard.sketches.sketch import Sketch, merge_many
+from latencyboard.storage import cohort_reads, tables
+
+END_TO_END = cohort_reads.END_TO_END
+"""The series key of end-to-end latency; other keys are stage ids."""
+
+SeriesSketches = dict[int, Sketch]
+
+
+def window_segments(pipeline: Pipeline, start: dt.datetime, end: dt.datetime) -> list[Segment]:
+    """The rollup rows that tile ``[start, end)``; cohort rows are compacted with the rollups,
+    so the same segments serve both."""
+    return cover_window(start, end, stored_rows(tables.ROLLUP, pipeline.pk))
+
+
+def series_sketches(pipeline_id: int, segments: Sequence[Segment]) -> SeriesSketches:
+    """One sketch per series of the pipeline over the segments."""
+    if not segments:
+        return {}
+    rows = _fetch(*cohort_reads.rollup_sketches(pipeline_id, segments))
+    return _merge((series, blob) for series, _, blob in rows)
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesFigures:
+    """A series merged over a window: its sketch and its exact error count."""
+
+    sketch: Sketch
+    errors: int
+
+
+def cohort_series(
+    pipeline_id: int, attribute: str, values: Sequence[str] | None, segments: Sequence[Segment]
+) -> dict[str, dict[int, SeriesFigures]]:
+    """One merged sketch and error count per value and series of a cohort attribute over
+    the segments (only ``values`` unless None)."""
+    if not segments:
+        return {}
+    rows = _fetch(*cohort_reads.cohort_sketches(pipeline_id, attribute, values, segments))
+    blobs: dict[tuple[str, int], list[bytes]] = defaultdict(list)
+    errors: dict[tuple[str, int], int] = defaultdict(int)
+    for value, series, error_count, blob in rows:
+        blobs[(value, series)].append(blob)
+        errors[(value, series)] += error_count
+    found: dict[str, dict[int, SeriesFigures]] = defaultdict(dict)
+    for (value, series), group in blobs.items():
+        found[value][series] = SeriesFigures(merge_many(group), errors[(value, series)])
+    return dict(found)
+
+
+def _merge(pairs: Any) -> SeriesSketches:
+    blobs: dict[int, list[bytes]] = defaultdict(list)
+    for series, blob in pairs:
+        blobs[series].append(blob)
+    return {series: merge_many(group) for series, group in blobs.items()}
+
+
+def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def version_buckets(
+    pipeline: Pipeline, attributes: Sequence[str], start: dt.datetime, end: dt.datetime
+) -> list[tuple[str, str, dt.datetime, int, int]]:
+    """Each bucket of ``[start, end)`` in which a value of one of ``attributes`` was seen in
+    the pipeline: ``(attribute, value, bucket_start, bucket seconds, spans)``, from the
+    finest rows kept: minutes, hours before them, days before those."""
+    segments = finest_cover(start, end, stored_rows(tables.ROLLUP, pipeline.pk))
+    if not segments:
+        return []
+    sized = [(part, RESOLUTION_SECONDS[part.resolution]) for part in segments]
+    sql, params = cohort_reads.version_buckets(pipeline.pk, attributes, sized)
+    return [(a, v, b, int(s), int(n)) for a, v, b, s, n in _fetch(sql, params)]

@@ -1,0 +1,155 @@
+"""Writes of cohort rollups, inside the transactions of the rollup fold and of compaction
+(:mod:`latencyboard.rollups.services`, :mod:`latencyboard.rollups.compaction`), under the
+same advisory lock: a batch's spans reach the cohort rows exactly when they reach the
+rollups.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psycopg
+from django.conf import settings
+
+from latencyboard.pipelines.models import DEFAULT_COHORT_ATTRIBUTES
+from latencyboard.rollups import cohorts
+from latencyboard.rollups.cohorts import CohortFold, CohortGroup, DayKey
+from latencyboard.sketches.sketch import Sketch
+from latencyboard.storage import cohort_rows
+
+_PER_STATEMENT = 500
+
+
+def fold_cohorts(
+    cursor: psycopg.Cursor[Any],
+    batches: Sequence[int],
+    stage_ids: Sequence[int],
+    teams: Mapping[int, int],
+) -> int:
+    """Add the spans of ``batches`` whose stage is in ``stage_ids`` (those the fold counts)
+    to the cohort minute rows of their pipelines; rows written."""
+    if not batches or not teams:
+        return 0
+    cursor.execute(
+        cohort_rows.SPANS_BY_COHORT,
+        {
+            "defaults": list(DEFAULT_COHORT_ATTRIBUTES),
+            "pipelines": list(teams),
+            "batches": list(batches),
+            "first": batches[0],
+            "last": batches[-1],
+            "stages": list(stage_ids),
+        },
+    )
+    groups = [CohortGroup(*row) for row in cursor.fetchall()]
+    if not groups:
+        return 0
+    days = [cohorts.day_of(group.minute) for group in groups]
+    cursor.execute(
+        cohort_rows.STORED_VALUES,
+        {
+            "pipelines": list(teams),
+            "first_day": min(days),
+            "end_day": max(days) + cohorts.DAY_SECONDS,
+        },
+    )
+    stored: dict[DayKey, set[str]] = defaultdict(set)
+    for pipeline_id, attribute, day, value in cursor.fetchall():
+        stored[(pipeline_id, attribute, day)].add(value)
+    stored_as = cohorts.admit_values(groups, stored, settings.COHORT_VALUES_PER_DAY)
+    folds = cohorts.fold_cohort_minutes(groups, stored_as)
+    _add_minutes(cursor, folds, teams)
+    return len(folds)
+
+
+def _add_minutes(
+    cursor: psycopg.Cursor[Any], folds: Sequence[CohortFold], teams: Mapping[int, int]
+) -> None:
+    """Insert the minutes nobody has yet; merge the others into their rows, under row locks
+    (as :func:`latencyboard.rollups.services.fold_pending_batches` does for rollups)."""
+    cursor.execute(cohort_rows.ADD_NEW, {"resolution": "minute", **_columns(folds, teams)})
+    inserted = set(cursor.fetchall())
+    existing = [fold for fold in folds if fold.key not in inserted]
+    if not existing:
+        return
+    cursor.execute(cohort_rows.LOCK_ROWS, {"resolution": "minute", **_keys(existing)})
+    merged = []
+    for row_id, position, errors, blob in cursor.fetchall():
+        fold = existing[position - 1]
+        sketch = Sketch.from_bytes(blob)
+        sketch.merge(fold.sketch)
+        merged.append((row_id, errors + fold.error_count, sketch))
+    cursor.execute(
+        cohort_rows.UPDATE_ROWS,
+        {
+            "id": [row_id for row_id, _, _ in merged],
+            "count": [sketch.count for _, _, sketch in merged],
+            "errors": [errors for _, errors, _ in merged],
+            "sum": [sketch.sum for _, _, sketch in merged],
+            "min": [sketch.min for _, _, sketch in merged],
+            "max": [sketch.max for _, _, sketch in merged],
+            "sketch": [sketch.to_bytes() for _, _, sketch in merged],
+        },
+    )
+
+
+def compact_cohorts(
+    cursor: psycopg.Cursor[Any],
+    *,
+    hours_end: dt.datetime,
+    days_end: dt.datetime,
+    kept_from: Mapping[str, dt.datetime],
+) -> tuple[int, int]:
+    """Recompute cohort hours (before ``hours_end``) and days (before ``days_end``) whose
+    finer rows hold more spans than they do, then delete rows of each resolution older than
+    ``kept_from[resolution]``; (rows written, rows deleted). Runs in compaction's
+    transaction, under its exclusive lock.
+
+    Unlike rollups, a cohort row whose finer rows expired is never recomputed from raw
+    spans: a late span past the minute retention stays out of its cohort's hour.
+    """
+    written = 0
+    for fine, coarse, width, end in (
+        ("minute", "hour", dt.timedelta(hours=1), hours_end),
+        ("hour", "day", dt.timedelta(days=1), days_end),
+    ):
+        params = {"fine": fine, "coarse": coarse, "width": width, "end": end}
+        candidates = cursor.execute(cohort_rows.CANDIDATES, params).fetchall()
+        teams = dict(
+            cursor.execute(cohort_rows.TEAMS, [list({c[0] for c in candidates})]).fetchall()
+        )
+        for first in range(0, len(candidates), _PER_STATEMENT):
+            chunk = candidates[first : first + _PER_STATEMENT]
+            keys = {name: [key[i] for key in chunk] for i, name in enumerate(_KEY_NAMES)}
+            cursor.execute(cohort_rows.FINE_ROWS, {**keys, "resolution": fine, "width": width})
+            folds = cohorts.combine(cursor.fetchall())
+            cursor.execute(cohort_rows.REPLACE, {"resolution": coarse, **_columns(folds, teams)})
+            written += len(folds)
+    deleted = 0
+    for resolution, before in kept_from.items():
+        cursor.execute(cohort_rows.EXPIRE, [resolution, before])
+        deleted += cursor.rowcount
+    return written, deleted
+
+
+_KEY_NAMES = ("pipeline", "attribute", "value", "stage", "bucket")
+
+
+def _keys(folds: Sequence[CohortFold]) -> dict[str, list[Any]]:
+    return {name: [fold.key[i] for fold in folds] for i, name in enumerate(_KEY_NAMES)}
+
+
+def _columns(folds: Sequence[CohortFold], teams: Mapping[int, int]) -> dict[str, list[Any]]:
+    return {
+        **_keys(folds),
+        "team": [teams[fold.pipeline_id] for fold in folds],
+        "count": [fold.sketch.count for fold in folds],
+        "errors": [fold.error_count for fold in folds],
+        "sum": [fold.sketch.sum for fold in folds],
+        "min": [fold.sketch.min for fold in folds],
+        "max": [fold.sketch.max for fold in folds],
+        "sketch": [fold.sketch.to_bytes() for fold in folds],
+    }

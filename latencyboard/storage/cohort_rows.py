@@ -1,0 +1,132 @@
+"""The SQL that writes cohort rollups: reading a fold's spans by cohort, inserting and
+merging minute rows, compacting them into hours and days, and retention (pure: no Django).
+
+Cohort rows are keyed by (pipeline, attribute, value, stage, resolution, bucket); the stage
+is NULL for end to end, so keys match with ``IS NOT DISTINCT FROM`` after an index probe on
+the rest of the key.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from latencyboard.storage.tables import COHORT_ATTRIBUTE, COHORT_ROLLUP, PIPELINE, SPAN
+
+MAX_VALUE_LENGTH: Final = 255
+
+# The spans of a fold's batches by cohort: one row per pipeline, stage, root or not, minute,
+# attribute and value, durations concatenated. A span counts once for each cohort attribute
+# it carries itself; a JSON null is no value.
+SPANS_BY_COHORT: Final = f"""
+SELECT s.pipeline_id, s.stage_id, s.is_root,
+       floor(extract(epoch FROM s.start_time) / 60)::int8,
+       c.key, left(s.attributes ->> c.key, {MAX_VALUE_LENGTH}),
+       count(*) FILTER (WHERE s.status_code = 2),
+       string_agg(int8send(s.duration_ns), ''::bytea)
+FROM {SPAN} s
+JOIN (
+    SELECT p.id AS pipeline_id, d.key FROM {PIPELINE} p
+    CROSS JOIN unnest(%(defaults)s::text[]) AS d(key)
+    WHERE p.id = ANY(%(pipelines)s::int8[])
+    UNION
+    SELECT pipeline_id, key FROM {COHORT_ATTRIBUTE} WHERE pipeline_id = ANY(%(pipelines)s::int8[])
+) c ON c.pipeline_id = s.pipeline_id
+WHERE s.batch_id = ANY(%(batches)s::int8[]) AND s.batch_id BETWEEN %(first)s AND %(last)s
+  AND s.stage_id = ANY(%(stages)s::int8[])
+  AND s.attributes ->> c.key IS NOT NULL
+GROUP BY 1, 2, 3, 4, 5, 6
+"""  # noqa: S608 - table names are constants, not input
+
+# Values already kept apart on the days a fold touches (the cardinality cap).
+STORED_VALUES: Final = f"""
+SELECT DISTINCT pipeline_id, attribute,
+       extract(epoch FROM date_bin('1 day', bucket_start, 'epoch'))::int8, value
+FROM {COHORT_ROLLUP}
+WHERE pipeline_id = ANY(%(pipelines)s::int8[]) AND resolution IN ('minute', 'hour')
+  AND bucket_start >= to_timestamp(%(first_day)s) AND bucket_start < to_timestamp(%(end_day)s)
+"""  # noqa: S608
+
+_INSERT: Final = f"""
+INSERT INTO {COHORT_ROLLUP} AS r (
+    team_id, pipeline_id, attribute, value, stage_id, resolution, bucket_start,
+    count, error_count, sum_ms, min_ms, max_ms, sketch
+)
+SELECT u.team_id, u.pipeline_id, u.attribute, u.value, u.stage_id, %(resolution)s,
+       to_timestamp(u.bucket), u.count, u.error_count, u.sum_ms, u.min_ms, u.max_ms, u.sketch
+FROM unnest(
+    %(team)s::int8[], %(pipeline)s::int8[], %(attribute)s::text[], %(value)s::text[],
+    %(stage)s::int8[], %(bucket)s::int8[], %(count)s::int8[], %(errors)s::int8[],
+    %(sum)s::float8[], %(min)s::float8[], %(max)s::float8[], %(sketch)s::bytea[]
+) WITH ORDINALITY AS u(
+    team_id, pipeline_id, attribute, value, stage_id, bucket, count, error_count, sum_ms,
+    min_ms, max_ms, sketch, position
+)
+ORDER BY u.position
+ON CONFLICT ON CONSTRAINT cohort_rollup_identity_unique DO
+"""  # noqa: S608
+ADD_NEW: Final = (
+    _INSERT
+    + " NOTHING RETURNING pipeline_id, attribute, value, stage_id,"
+    + " extract(epoch FROM bucket_start)::int8"
+)
+REPLACE: Final = (
+    _INSERT
+    + """ UPDATE SET count = EXCLUDED.count, error_count = EXCLUDED.error_count,
+    sum_ms = EXCLUDED.sum_ms, min_ms = EXCLUDED.min_ms, max_ms = EXCLUDED.max_ms,
+    sketch = EXCLUDED.sketch"""
+)
+
+_KEYS: Final = """unnest(
+    %(pipeline)s::int8[], %(attribute)s::text[], %(value)s::text[], %(stage)s::int8[],
+    %(bucket)s::int8[]
+) WITH ORDINALITY AS k(pipeline_id, attribute, value, stage_id, bucket, position)"""
+_MATCH: Final = """r.pipeline_id = k.pipeline_id AND r.attribute = k.attribute
+  AND r.value = k.value AND r.stage_id IS NOT DISTINCT FROM k.stage_id
+  AND r.resolution = %(resolution)s"""
+# Locked in the order the rows were inserted in, so two folds never wait in a cycle.
+LOCK_ROWS: Final = f"""
+SELECT r.id, k.position, r.error_count, r.sketch
+FROM {_KEYS}
+JOIN {COHORT_ROLLUP} r ON {_MATCH} AND r.bucket_start = to_timestamp(k.bucket)
+ORDER BY k.position
+FOR UPDATE OF r
+"""  # noqa: S608
+UPDATE_ROWS: Final = f"""
+UPDATE {COHORT_ROLLUP} r
+SET count = u.count, error_count = u.error_count, sum_ms = u.sum_ms, min_ms = u.min_ms,
+    max_ms = u.max_ms, sketch = u.sketch
+FROM unnest(
+    %(id)s::int8[], %(count)s::int8[], %(errors)s::int8[], %(sum)s::float8[],
+    %(min)s::float8[], %(max)s::float8[], %(sketch)s::bytea[]
+) AS u(id, count, error_count, sum_ms, min_ms, max_ms, sketch)
+WHERE r.id = u.id
+"""  # noqa: S608
+
+# Coarse buckets whose finer rows hold more spans than the coarse row (or it is missing).
+# Fewer means finer rows expired: the coarse row is kept as it is.
+CANDIDATES: Final = f"""
+SELECT f.pipeline_id, f.attribute, f.value, f.stage_id, extract(epoch FROM f.bucket)::int8
+FROM (
+    SELECT pipeline_id, attribute, value, stage_id,
+           date_bin(%(width)s, bucket_start, 'epoch') AS bucket, sum(count) AS count
+    FROM {COHORT_ROLLUP}
+    WHERE resolution = %(fine)s AND bucket_start < %(end)s
+    GROUP BY 1, 2, 3, 4, 5
+) f
+LEFT JOIN {COHORT_ROLLUP} c
+  ON c.pipeline_id = f.pipeline_id AND c.attribute = f.attribute AND c.value = f.value
+ AND c.stage_id IS NOT DISTINCT FROM f.stage_id AND c.resolution = %(coarse)s
+ AND c.bucket_start = f.bucket
+WHERE c.id IS NULL OR c.count < f.count
+ORDER BY 1, 2, 3, 4 NULLS FIRST, 5
+"""  # noqa: S608
+FINE_ROWS: Final = f"""
+SELECT k.pipeline_id, k.attribute, k.value, k.stage_id, k.bucket, r.error_count, r.sketch
+FROM {_KEYS}
+JOIN {COHORT_ROLLUP} r ON {_MATCH}
+ AND r.bucket_start >= to_timestamp(k.bucket)
+ AND r.bucket_start < to_timestamp(k.bucket) + %(width)s
+ORDER BY k.position, r.bucket_start
+"""  # noqa: S608
+TEAMS: Final = f"SELECT id, team_id FROM {PIPELINE} WHERE id = ANY(%s::int8[])"  # noqa: S608
+EXPIRE: Final = f"DELETE FROM {COHORT_ROLLUP} WHERE resolution = %s AND bucket_start < %s"  # noqa: S608
