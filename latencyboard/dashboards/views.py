@@ -15,6 +15,7 @@ from latencyboard.dashboards.overview_queries import WINDOWS as OVERVIEW_WINDOWS
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.queries import END_TO_END
 from latencyboard.rollups.serializers import quantile_key
+from latencyboard.traces.serializers import END_TO_END_STAGE
 
 # Window choices of the page: (label, seconds, step seconds); the step keeps every chart
 # between 60 and 170 points.
@@ -44,6 +45,7 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
         "stages": [{"id": stage.id, "name": stage.name} for stage in page.stages],
         "rootStageIds": list(page.root_stage_ids),
         "endToEnd": END_TO_END,
+        "endToEndStage": END_TO_END_STAGE,
         "objectives": [
             {
                 "id": objective.pk,
