@@ -137,11 +137,14 @@
         range: paddedRange(y, Math.max(0, target - 2 * (100 - target)), 100),
         title: C.axisTitle("requests within threshold", "%"), ticksuffix: "%",
       },
-      yaxis2: budget.length ? {
-        overlaying: "y", side: "right", showgrid: false, zeroline: false, ticksuffix: "%",
-        range: [Math.min(0, ...budgetValues) - 5, Math.max(100, ...budgetValues) + 5],
-        title: C.axisTitle("error budget left", "%"),
-      } : undefined,
+      // Only with a budget: Plotly fails on an axis key holding undefined.
+      ...(budget.length ? {
+        yaxis2: {
+          overlaying: "y", side: "right", showgrid: false, zeroline: false, ticksuffix: "%",
+          range: [Math.min(0, ...budgetValues) - 5, Math.max(100, ...budgetValues) + 5],
+          title: C.axisTitle("error budget left", "%"),
+        },
+      } : {}),
       shapes: [{
         type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: target, y1: target,
         line: { color: MISSED, width: 1.5, dash: "dash" },
@@ -152,7 +155,11 @@
 
   /** The error budget left over the objective's period: the burn-down of `series`. */
   function drawBudget(element, series, name) {
-    const trace = { ...budgetTrace(series.burn_down, false), fill: "tozeroy", fillcolor: "rgba(91, 100, 117, 0.08)" };
+    // Alone on its chart the line needs no dash to tell it from the attainment.
+    const trace = {
+      ...budgetTrace(series.burn_down, false),
+      line: { color: BUDGET, width: 2 }, fill: "tozeroy", fillcolor: "rgba(91, 100, 117, 0.08)",
+    };
     const maintenance = maintenanceDecorations(series);
     return C.draw(element, [trace], C.layout({
       hovermode: "x unified",

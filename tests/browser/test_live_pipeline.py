@@ -242,3 +242,28 @@ def test_with_redis_stopped_the_page_says_offline_and_after_it_returns_shows_wha
     finally:
         stop_process(ingest_process)
         next(web_processes, None)
+
+
+def test_the_overview_s_figures_follow_posted_spans_without_a_reload(page, live_web, live_stack):
+    # given a pipeline with 3 requests folded, and its team's overview open on the last hour
+    now = dt.datetime.now(dt.UTC)
+    export(live_stack, 3, now - dt.timedelta(minutes=2))
+    pipeline = Pipeline.objects.get(service_name=SERVICE)
+    wait_folded(pipeline.team_id)
+    log_in(page, live_web, make_user(pipeline.team, password=PASSWORD).get_username())
+    page.goto(f"{live_web.url}/?window=1h")
+    page.wait_for_selector("[data-live-status=live]")
+    page.evaluate("() => { window.sameDocument = true; }")
+    traffic = f"tr[data-pipeline='{pipeline.pk}'] [data-field=traffic]"
+    before = float(page.get_attribute(traffic, "data-sort-value"))
+
+    # when 4 more requests of a complete minute (the overview leaves the current one out) are
+    # posted to the OTLP endpoint
+    export(live_stack, 4, now - dt.timedelta(seconds=65))
+    page.wait_for_selector("#overview[data-live-updated]", timeout=20_000)
+
+    # then the row's traffic counts all 7, on the same document
+    screenshot(page, "live-overview-updated")
+    after = float(page.get_attribute(traffic, "data-sort-value"))
+    assert after / before == pytest.approx(7 / 3)
+    assert page.evaluate("() => window.sameDocument") is True

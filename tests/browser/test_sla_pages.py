@@ -152,7 +152,10 @@ def test_admin_creates_an_objective_reads_its_chart_and_declares_maintenance(pag
         after["summary"]["good"], after["summary"]["total"]
     )
     assert (
-        page.evaluate("() => document.getElementById('sla-attainment-chart').layout.shapes.length")
+        page.evaluate(
+            """() => document.getElementById('sla-attainment-chart').layout.shapes
+                .filter((shape) => shape.type === 'rect').length"""
+        )
         == 1
     )
     assert "GPU node pool upgrade (CHG-1234)" in page.inner_text("#maintenance")

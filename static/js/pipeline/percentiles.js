@@ -10,6 +10,7 @@
   let body = null;
   let deployments = [];
   let drawnWindow = null;
+  const CATCH_UP_SLACK_MS = 5 * 60 * 1000;
 
   /** The exemplars page of one plotted point: the traces of the stage (null: end to end)
    * whose span, started in the bucket, is nearest the bucket's exact percentile `key`. */
@@ -164,14 +165,17 @@
     markDrawn(answer);
   }
 
-  /** After a reconnect: fetch again from the last step drawn, so that the minutes folded while
-   * the page was not listening leave no gap. */
+  /** After a reconnect: fetch again from the last step drawn (and CATCH_UP_SLACK_MS before
+   * it, for spans that arrived late for earlier minutes), so that the minutes folded while the
+   * page was not listening leave no gap. */
   async function catchUp() {
     if (!body) return;
     const range = page.range;
     const mine = page.generation;
+    const stepMs = range.step * 1000;
     const drawn = body.series.flatMap((series) => series.points.filter((p) => p.n).map((p) => Date.parse(p.t)));
-    const from = drawn.length ? Math.max(...drawn) : Date.parse(range.start);
+    const last = drawn.length ? Math.max(...drawn) : Date.parse(range.start);
+    const from = Math.max(Date.parse(range.start), Math.floor((last - CATCH_UP_SLACK_MS) / stepMs) * stepMs);
     const answer = await fetchSeries(new Date(from).toISOString(), range.end, range.step);
     if (!page.current(mine)) return;
     merge(answer);
