@@ -103,8 +103,10 @@ def fold_elsewhere() -> None:
     thread.join()
 
 
-def minute_of(moment: dt.datetime) -> str:
-    return moment.replace(second=0, microsecond=0).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+def minute_of(moment: dt.datetime, step: int = 60) -> str:
+    """The start of the chart's step (``step`` seconds, on the epoch's grid) holding ``moment``."""
+    start = dt.datetime.fromtimestamp(int(moment.timestamp()) // step * step, dt.UTC)
+    return start.strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 def drawn_counts(page: Any) -> dict[str, int]:
@@ -132,10 +134,12 @@ def wait_for_minute(page: Any, minute: str, timeout: float = 15_000) -> None:
     )
 
 
-def open_pipeline(page: Any, web: LiveWeb, username: str, pipeline: Pipeline) -> None:
+def open_pipeline(
+    page: Any, web: LiveWeb, username: str, pipeline: Pipeline, window: str = "1h"
+) -> None:
     log_in(page, web, username)
-    page.goto(f"{web.url}/pipelines/{pipeline.pk}/?window=1h")
-    page.wait_for_selector("body[data-loaded='1h']")
+    page.goto(f"{web.url}/pipelines/{pipeline.pk}/?window={window}")
+    page.wait_for_selector(f"body[data-loaded='{window}']")
     page.wait_for_selector("[data-live-status=live]")
     # Set on this document: a reload would lose it.
     page.evaluate("() => { window.sameDocument = true; }")
@@ -153,21 +157,23 @@ def live_stack(child_env: dict[str, str], tmp_path: Path) -> Iterator[Ingest]:
     stop_process(ingest)
 
 
+# Minute steps take the event's own points; coarser ones fetch the steps the event touched.
+@pytest.mark.parametrize(("window", "step"), [("1h", 60), ("6h", 300)])
 def test_a_posted_span_appears_on_the_open_pipeline_page_and_the_user_s_zoom_is_kept(
-    page, live_web, live_stack
+    page, live_web, live_stack, window, step
 ):
-    # given a pipeline with a first minute of traffic folded, open on the 1 h window
+    # given a pipeline with a first minute of traffic folded, open on the window
     now = dt.datetime.now(dt.UTC)
-    earlier, latest = now - dt.timedelta(minutes=3), now - dt.timedelta(seconds=5)
+    earlier, latest = now - dt.timedelta(minutes=12), now - dt.timedelta(seconds=5)
     export(live_stack, 3, earlier)
     pipeline = Pipeline.objects.get(service_name=SERVICE)
     wait_folded(pipeline.team_id)
     member = make_user(pipeline.team, password=PASSWORD).get_username()
-    open_pipeline(page, live_web, member, pipeline)
-    assert minute_of(latest) not in drawn_counts(page)
+    open_pipeline(page, live_web, member, pipeline, window)
+    assert minute_of(latest, step) not in drawn_counts(page)
 
     # when the user zooms, then spans of a new minute are posted to the OTLP endpoint
-    zoom = [minute_of(earlier - dt.timedelta(minutes=5)), minute_of(now + dt.timedelta(minutes=2))]
+    zoom = [minute_of(earlier - dt.timedelta(minutes=5)), minute_of(now + dt.timedelta(minutes=6))]
     zoomed = page.evaluate(
         """async (zoom) => {
             const chart = document.getElementById('chart-percentiles');
@@ -177,11 +183,11 @@ def test_a_posted_span_appears_on_the_open_pipeline_page_and_the_user_s_zoom_is_
         zoom,
     )
     export(live_stack, 4, latest)
-    wait_for_minute(page, minute_of(latest))
+    wait_for_minute(page, minute_of(latest, step))
 
-    # then the new minute is drawn with its 4 requests, on the same document, in the same zoom
-    screenshot(page, "live-pipeline-new-point")
-    assert drawn_counts(page) == {minute_of(earlier): 3, minute_of(latest): 4}
+    # then the new step is drawn with its 4 requests, on the same document, in the same zoom
+    screenshot(page, f"live-pipeline-new-point-{window}")
+    assert drawn_counts(page) == {minute_of(earlier, step): 3, minute_of(latest, step): 4}
     assert page.evaluate("() => window.sameDocument") is True
     assert page.evaluate(
         "() => document.getElementById('chart-percentiles').layout.xaxis.range"
