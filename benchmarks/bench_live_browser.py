@@ -11,7 +11,7 @@ with the end-to-end count of each minute drawn). Every request's spans start in 
 minute, so the count drawn for that minute says which requests a draw includes: a request's
 latency is from its 200 to the first draw counting it. The same traffic is sent twice, with
 ``LIVE_UPDATES`` on and off (worker restarted, page left open); the difference in web + worker +
-Redis CPU is what live updates cost. Writes ``var/bench/live_browser.json``.
+Redis + PostgreSQL CPU is what live updates cost. Writes ``var/bench/live_browser.json``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from _meters import CpuMeter, percentile, process_tree
+from _meters import CpuMeter, percentile, postmaster_pid, process_tree
 from _stack import (  # puts the repo on sys.path
     PRODUCTION_SETTINGS,
     ROOT,
@@ -50,7 +50,7 @@ WEB_SETTINGS = {
     "STATIC_COLLECTED": "false",
 }
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-COMPONENTS = ("web", "worker", "redis")
+COMPONENTS = ("web", "worker", "redis", "postgres")
 DRAWS = """() => performance.getEntriesByName("latencyboard.live-draw")
     .map((mark) => [(performance.timeOrigin + mark.startTime) / 1000, mark.detail])"""
 
@@ -128,6 +128,8 @@ def run_phase(
                 "web": process_tree(web_pid),
                 "worker": process_tree(worker.pid),
                 "redis": lambda: redis_processes(stack.env["REDIS_URL"]),
+                # the live events' reads of the touched minutes
+                "postgres": process_tree(postmaster_pid(stack)),
             }
         )
         meter.start()
@@ -160,9 +162,7 @@ def run_phase(
             "p95_s": round(percentile(latencies, 95), 3) if latencies else None,
             "max_s": round(max(latencies), 3) if latencies else None,
             "seconds": round(wall, 1),
-            **{
-                f"{name}_cpu_s": round(cores[name] * wall, 2) for name in ("web", "worker", "redis")
-            },
+            **{f"{name}_cpu_s": round(cores[name] * wall, 2) for name in COMPONENTS},
         }
     finally:
         stop(beat)
