@@ -183,12 +183,18 @@
     return Plotly.react(element, traces, shown, config(name));
   }
 
-  /** Remember whether the user zoomed or panned `element` (listen once per chart element;
-   * Plotly.react keeps the listener). Live updates then keep the user's ranges. */
+  /** Remember whether the user zoomed or panned `element`, and where they hover (listen once
+   * per chart element; Plotly.react keeps the listeners). Live updates then keep both. */
   function watchZoom(element) {
     if (element.dataset.zoomWatched) return;
     element.dataset.zoomWatched = "true";
     element.zoomed = {};
+    element.hovered = null;
+    element.on("plotly_hover", (hover) => {
+      const point = hover.points[0];
+      element.hovered = point ? { curve: point.curveNumber, x: element.data[point.curveNumber].x[point.pointIndex] } : null;
+    });
+    element.on("plotly_unhover", () => { element.hovered = null; });
     element.on("plotly_relayout", (change) => {
       for (const axis of ["xaxis", "yaxis"]) {
         if (change[`${axis}.autorange`]) element.zoomed[axis] = false;
@@ -197,8 +203,8 @@
     });
   }
 
-  /** Redraw a chart with new data while keeping what the user did to it: the ranges they
-   * zoomed to (Plotly's `uirevision` alone keeps them only while the layout's own range
+  /** Redraw a chart with new data while keeping what the user did to it: the hover label,
+   * the ranges they zoomed to (Plotly's `uirevision` alone keeps them only while the layout's own range
    * stays the same, and a live chart's window moves) and, through `uirevision`, the legend
    * entries they hid. A new `revision` (another window) starts afresh. */
   function drawKeepingView(element, traces, chartLayout, name, revision) {
@@ -209,7 +215,14 @@
         kept[axis] = { ...chartLayout[axis], range: [...element.layout[axis].range], autorange: false };
       }
     }
-    return draw(element, traces, kept, name).then(() => watchZoom(element));
+    const hovered = element.hovered;
+    return draw(element, traces, kept, name).then(() => {
+      watchZoom(element);
+      // A redraw drops the hover label: put it back on the point it was on.
+      const trace = hovered && element.data[hovered.curve];
+      const index = trace ? Array.from(trace.x).indexOf(hovered.x) : -1;
+      if (index >= 0) Plotly.Fx.hover(element, [{ curveNumber: hovered.curve, pointNumber: index }]);
+    });
   }
 
   /** Forget a chart's zoom (the window changed: the user's ranges are of another one). */

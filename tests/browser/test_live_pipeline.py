@@ -134,6 +134,21 @@ def wait_for_minute(page: Any, minute: str, timeout: float = 15_000) -> None:
     )
 
 
+def point_position(page: Any, minute: str) -> dict[str, float]:
+    """Where on the screen the end-to-end line's point of ``minute`` is drawn."""
+    return page.evaluate(
+        """(minute) => {
+            const chart = document.getElementById('chart-percentiles');
+            const { xaxis, yaxis } = chart._fullLayout;
+            const line = chart.data.find((t) => t.name === 'end-to-end');
+            const i = line.x.findIndex((x) => new Date(Date.parse(x)).toISOString() === minute);
+            const plot = chart.querySelector('.nsewdrag').getBoundingClientRect();
+            return { x: plot.left + xaxis.d2p(line.x[i]), y: plot.top + yaxis.d2p(line.y[i]) };
+        }""",
+        minute,
+    )
+
+
 def open_pipeline(
     page: Any, web: LiveWeb, username: str, pipeline: Pipeline, window: str = "1h"
 ) -> None:
@@ -159,7 +174,7 @@ def live_stack(child_env: dict[str, str], tmp_path: Path) -> Iterator[Ingest]:
 
 # Minute steps take the event's own points; coarser ones fetch the steps the event touched.
 @pytest.mark.parametrize(("window", "step"), [("1h", 60), ("6h", 300)])
-def test_a_posted_span_appears_on_the_open_pipeline_page_and_the_user_s_zoom_is_kept(
+def test_a_posted_span_appears_on_the_open_pipeline_page_and_the_user_s_zoom_and_hover_stay(
     page, live_web, live_stack, window, step
 ):
     # given a pipeline with a first minute of traffic folded, open on the window
@@ -182,6 +197,8 @@ def test_a_posted_span_appears_on_the_open_pipeline_page_and_the_user_s_zoom_is_
         }""",
         zoom,
     )
+    page.mouse.move(**point_position(page, minute_of(earlier, step)))
+    page.wait_for_selector("#chart-percentiles .hoverlayer .legend")
     export(live_stack, 4, latest)
     wait_for_minute(page, minute_of(latest, step))
 
@@ -193,6 +210,8 @@ def test_a_posted_span_appears_on_the_open_pipeline_page_and_the_user_s_zoom_is_
         "() => document.getElementById('chart-percentiles').layout.xaxis.range"
     ) == (zoomed)
     assert page.inner_text("[data-live-status]") == "Live"
+    # and the hover label is back on the step the pointer is on
+    assert "n = 3" in page.text_content("#chart-percentiles .hoverlayer")
 
 
 @pytest.fixture
