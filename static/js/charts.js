@@ -47,6 +47,13 @@
     return `${month} ${d.getUTCDate()} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())} UTC`;
   }
 
+  /** An ISO 8601 moment (any offset, "Z" or "+00:00", with or without milliseconds) as the
+   * UTC wall clock Plotly plots: Plotly has no time zones, so every chart plots UTC this way
+   * and says "UTC" on its axis. */
+  function utc(iso) {
+    return new Date(typeof iso === "number" ? iso : Date.parse(iso)).toISOString().replace(/Z$/, "");
+  }
+
   /** A round latency for an axis tick: 0.2 ms, 5 ms, 200 ms, 1 s, 2 s. */
   function tickMs(value) {
     const trim = (n) => String(Number(n.toPrecision(3)));
@@ -142,11 +149,11 @@
     const labelled = shown.length <= (maxLabels ?? 8);
     return {
       shapes: shown.map((m) => ({
-        type: "line", xref: "x", yref: "paper", x0: m.at, x1: m.at, y0: 0, y1: 1,
+        type: "line", xref: "x", yref: "paper", x0: utc(m.at), x1: utc(m.at), y0: 0, y1: 1,
         line: { color: DEPLOY, width: 1, dash: "dot" }, layer: "below",
       })),
       annotations: shown.map((m) => ({
-        x: m.at, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
+        x: utc(m.at), xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
         text: labelled ? m.value : "◆", font: { size: 11, color: DEPLOY },
         hovertext: `${m.attribute}: ${m.previous} → ${m.value}<br>${formatTime(m.at)}`,
       })),
@@ -156,6 +163,7 @@
   /** Replace a chart's content with a short message (no data, an error). */
   function message(element, text) {
     if (window.Plotly) Plotly.purge(element);
+    delete element.dataset.zoomWatched; // the purge dropped the listener
     element.classList.add("is-empty");
     element.textContent = text;
   }
@@ -173,6 +181,53 @@
       ? { ...chartLayout, xaxis: { nticks: 3, tickangle: 0, ...chartLayout.xaxis } }
       : chartLayout;
     return Plotly.react(element, traces, shown, config(name));
+  }
+
+  /** Remember whether the user zoomed or panned `element`, and where they hover (listen once
+   * per chart element; Plotly.react keeps the listeners). Live updates then keep both. */
+  function watchZoom(element) {
+    if (element.dataset.zoomWatched) return;
+    element.dataset.zoomWatched = "true";
+    element.zoomed = {};
+    element.hovered = null;
+    element.on("plotly_hover", (hover) => {
+      const point = hover.points[0];
+      element.hovered = point ? { curve: point.curveNumber, x: element.data[point.curveNumber].x[point.pointIndex] } : null;
+    });
+    element.on("plotly_unhover", () => { element.hovered = null; });
+    element.on("plotly_relayout", (change) => {
+      for (const axis of ["xaxis", "yaxis"]) {
+        if (change[`${axis}.autorange`]) element.zoomed[axis] = false;
+        else if (change[`${axis}.range`] || change[`${axis}.range[0]`] !== undefined) element.zoomed[axis] = true;
+      }
+    });
+  }
+
+  /** Redraw a chart with new data while keeping what the user did to it: the hover label,
+   * the ranges they zoomed to (Plotly's `uirevision` alone keeps them only while the layout's own range
+   * stays the same, and a live chart's window moves) and, through `uirevision`, the legend
+   * entries they hid. A new `revision` (another window) starts afresh. */
+  function drawKeepingView(element, traces, chartLayout, name, revision) {
+    const zoomed = element.zoomed || {};
+    const kept = { ...chartLayout, uirevision: revision };
+    for (const axis of ["xaxis", "yaxis"]) {
+      if (zoomed[axis] && element.layout && element.layout[axis]) {
+        kept[axis] = { ...chartLayout[axis], range: [...element.layout[axis].range], autorange: false };
+      }
+    }
+    const hovered = element.hovered;
+    return draw(element, traces, kept, name).then(() => {
+      watchZoom(element);
+      // A redraw drops the hover label: put it back on the point it was on.
+      const trace = hovered && element.data[hovered.curve];
+      const index = trace ? Array.from(trace.x).indexOf(hovered.x) : -1;
+      if (index >= 0) Plotly.Fx.hover(element, [{ curveNumber: hovered.curve, pointNumber: index }]);
+    });
+  }
+
+  /** Forget a chart's zoom (the window changed: the user's ranges are of another one). */
+  function resetZoom(element) {
+    element.zoomed = {};
   }
 
   /** Make a chart's points links: a click follows the URL at `customdata[index]` of the point
@@ -209,8 +264,8 @@
   window.LB = window.LB || {};
   window.LB.charts = {
     PALETTE, INK, MUTED, GRID, DEPLOY,
-    formatMs, formatCount, formatShare, formatTime, tickMs, niceStep, latencyAxis, stageColors, axisTitle,
+    formatMs, formatCount, formatShare, formatTime, utc, tickMs, niceStep, latencyAxis, stageColors, axisTitle,
     layout, config,
-    deploymentDecorations, message, draw, linkPoints, getJson,
+    deploymentDecorations, message, draw, drawKeepingView, resetZoom, linkPoints, getJson,
   };
 })();

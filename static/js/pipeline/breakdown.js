@@ -127,6 +127,7 @@
     if (body) drawShares();
   });
 
-  // The percentile and the log scale change nothing here.
-  page.panels.push({ refresh, redraw() {} });
+  const again = () => refresh(page.range, page.generation);
+  // The percentile and the log scale change nothing here; new shares and deployments do.
+  page.panels.push({ refresh, redraw() {}, on: { stage_shares: again, deployments: again, resync: again } });
 })();

@@ -1,6 +1,11 @@
 /* The pipeline page: one window and percentile picked at the top, and panels that each
  * refresh(range) from the API (pipeline/*.js, loaded after this file, register themselves).
  *
+ * A panel is { refresh(range, generation), redraw(), on: { eventType: handler } }: a window
+ * change refreshes every panel, a percentile or scale change redraws them, and each live event
+ * of the pipeline (live.js: "points", "stage_shares", "deployments", and "resync" after a
+ * reconnect) goes to the panels that handle it, and to no other.
+ *
  * The page's config (ids, stages, objectives, API URLs) is JSON in #pipeline-config. Every data
  * call asks for the same [start, end): the window laid on whole steps of an epoch-anchored grid,
  * as the APIs lay their buckets, so every chart's buckets line up. The window and percentile
@@ -120,6 +125,12 @@
     }
   }
 
+  function fetchDeployments(range) {
+    page.deployments = C.getJson(cfg.urls.deployments, { start: range.start, end: range.end })
+      .then((body) => body.markers)
+      .catch(() => []);
+  }
+
   async function refresh() {
     const mine = ++page.generation;
     const range = currentRange();
@@ -127,9 +138,7 @@
     describeRange(range);
     updateLinks(range);
     document.body.classList.add("loading");
-    page.deployments = C.getJson(cfg.urls.deployments, { start: range.start, end: range.end })
-      .then((body) => body.markers)
-      .catch(() => []);
+    fetchDeployments(range);
     await Promise.all(page.panels.map((panel) => panel.refresh(range, mine)));
     if (page.current(mine)) {
       document.body.classList.remove("loading");
@@ -139,6 +148,36 @@
 
   function redraw() {
     for (const panel of page.panels) panel.redraw();
+  }
+
+  /** Time moved on while the page stayed open: the same window, up to now (a new step slides
+   * it), without refetching what is drawn. */
+  function advance() {
+    const range = currentRange();
+    if (range.end !== page.range.end) {
+      updateLinks(range);
+      fetchDeployments(range);
+    }
+    page.range = range;
+    describeRange(range);
+  }
+
+  /** Each live event to the panels that handle it, once the first load has drawn them. */
+  function followLive() {
+    if (!window.LatencyboardLive) return;
+    const live = window.LatencyboardLive.connect(`/ws/live/pipelines/${cfg.pipeline.id}/`);
+    const types = new Set(page.panels.flatMap((panel) => Object.keys(panel.on || {})));
+    for (const type of types) {
+      live.addEventListener(type, (event) => {
+        if (!page.range) return;
+        if (type === "points" || type === "resync") advance();
+        if (type === "deployments") fetchDeployments(page.range);
+        for (const panel of page.panels) {
+          const handler = (panel.on || {})[type];
+          if (handler) Promise.resolve(handler(event.detail)).catch((error) => console.warn("live", type, error));
+        }
+      });
+    }
   }
 
   // --- controls ----------------------------------------------------------------------------
@@ -200,5 +239,6 @@
     for (const chart of document.querySelectorAll(".chart[id^='chart-']")) C.message(chart, "Loading…");
     syncButtons();
     refresh();
+    followLive();
   });
 })();

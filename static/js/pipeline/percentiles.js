@@ -9,6 +9,8 @@
   const chart = el("chart-percentiles");
   let body = null;
   let deployments = [];
+  let drawnWindow = null;
+  const CATCH_UP_SLACK_MS = 5 * 60 * 1000;
 
   /** The exemplars page of one plotted point: the traces of the stage (null: end to end)
    * whose span, started in the bucket, is nearest the bucket's exact percentile `key`. */
@@ -25,7 +27,7 @@
   }
 
   function draw() {
-    if (!body) return;
+    if (!body) return Promise.resolve();
     const key = state.percentile;
     const bound = body.relative_error;
     const traces = body.series
@@ -56,10 +58,10 @@
     if (!traces.length) {
       C.message(chart, "No spans in this window: nothing was received from this pipeline " +
         "between its start and now. Pick a longer window, or check that the service sends traces.");
-      return;
+      return Promise.resolve();
     }
     const decorations = C.deploymentDecorations(deployments);
-    C.draw(chart, traces, C.layout({
+    return C.drawKeepingView(chart, traces, C.layout({
       hovermode: "x unified",
       margin: { t: 26 },
       // the unified hover's title: the bucket, and what a click does
@@ -71,7 +73,7 @@
       ),
       shapes: decorations.shapes,
       annotations: decorations.annotations,
-    }), `${cfg.pipeline.name}-${key}`).then(() => C.linkPoints(chart, 3));
+    }), `${cfg.pipeline.name}-${key}`, page.range.label).then(() => C.linkPoints(chart, 3));
   }
 
   function drawDeploymentList() {
@@ -104,15 +106,91 @@
     list.append(items);
   }
 
+  function fetchSeries(start, end, step) {
+    const [count, unit] = page.stepParts(step);
+    return C.getJson(cfg.urls.percentiles, {
+      start, end, step: `${count}${unit}`, q: cfg.percentiles.map((p) => p.q).join(","),
+    });
+  }
+
+  /** Lay `answer`'s points (a percentiles answer, or a live event's minutes) over those drawn:
+   * a bucket drawn already is replaced (its minute got more spans), a new one added, and
+   * buckets the window has slid past are dropped. Timestamps compare as moments, whatever
+   * their ISO spelling. */
+  function merge(answer) {
+    const startMs = Date.parse(page.range.start);
+    const drawn = new Map(body.series.map((series) => [series.stage.id, series]));
+    for (const fresh of answer.series) {
+      let series = drawn.get(fresh.stage.id);
+      if (!series) {
+        series = { stage: fresh.stage, points: [] };
+        body.series.push(series);
+      }
+      const points = new Map(series.points.map((p) => [Date.parse(p.t), p]));
+      for (const point of fresh.points) points.set(Date.parse(point.t), point);
+      series.points = [...points.entries()]
+        .filter(([at]) => at >= startMs)
+        .sort(([a], [b]) => a - b)
+        .map(([, point]) => point);
+    }
+  }
+
+  /** Record when a live update was drawn, and the end-to-end count of each minute it drew:
+   * what the live benchmark and the browser tests read (performance marks cost nothing
+   * until read). */
+  function markDrawn(answer) {
+    const endToEnd = answer.series.find((series) => series.stage.id === null);
+    const counts = Object.fromEntries((endToEnd ? endToEnd.points : []).map((p) => [new Date(Date.parse(p.t)).toISOString(), p.n]));
+    performance.mark("latencyboard.live-draw", { detail: counts });
+    chart.dataset.liveDrawn = String(Date.now());
+  }
+
+  /** New minutes from a live event: laid over the chart at once when the window's steps are
+   * minutes (the event's own resolution); else the steps they fall in fetched again. */
+  async function live(event) {
+    if (!body) return;
+    const range = page.range;
+    const mine = page.generation;
+    const times = event.series.flatMap((series) => series.points.map((p) => Date.parse(p.t)));
+    if (!times.length) return;
+    let answer = event;
+    if (range.step !== 60) {
+      const stepMs = range.step * 1000;
+      const from = Math.max(Date.parse(range.start), Math.floor(Math.min(...times) / stepMs) * stepMs);
+      answer = await fetchSeries(new Date(from).toISOString(), range.end, range.step);
+      if (!page.current(mine)) return;
+    }
+    merge(answer);
+    await draw();
+    markDrawn(answer);
+  }
+
+  /** After a reconnect: fetch again from the last step drawn (and CATCH_UP_SLACK_MS before
+   * it, for spans that arrived late for earlier minutes), so that the minutes folded while the
+   * page was not listening leave no gap. */
+  async function catchUp() {
+    if (!body) return;
+    const range = page.range;
+    const mine = page.generation;
+    const stepMs = range.step * 1000;
+    const drawn = body.series.flatMap((series) => series.points.filter((p) => p.n).map((p) => Date.parse(p.t)));
+    const last = drawn.length ? Math.max(...drawn) : Date.parse(range.start);
+    const from = Math.max(Date.parse(range.start), Math.floor((last - CATCH_UP_SLACK_MS) / stepMs) * stepMs);
+    const answer = await fetchSeries(new Date(from).toISOString(), range.end, range.step);
+    if (!page.current(mine)) return;
+    merge(answer);
+    await draw();
+    markDrawn(answer);
+  }
+
   async function refresh(range, mine) {
-    const [count, unit] = page.stepParts(range.step);
     try {
-      const answer = await C.getJson(cfg.urls.percentiles, {
-        start: range.start, end: range.end, step: `${count}${unit}`,
-        q: cfg.percentiles.map((p) => p.q).join(","),
-      });
+      const answer = await fetchSeries(range.start, range.end, range.step);
       const markers = await page.deployments;
       if (!page.current(mine)) return;
+      // The user's zoom is of a window; the same window fetched again keeps it.
+      if (range.label !== drawnWindow) C.resetZoom(chart);
+      drawnWindow = range.label;
       body = answer;
       deployments = markers;
       draw();
@@ -122,5 +200,13 @@
     }
   }
 
-  page.panels.push({ refresh, redraw: draw });
+  page.panels.push({
+    refresh,
+    redraw: draw,
+    on: {
+      points: (event) => live(event),
+      resync: catchUp,
+      deployments: () => refresh(page.range, page.generation),
+    },
+  });
 })();

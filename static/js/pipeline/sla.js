@@ -8,12 +8,12 @@
   const page = window.LB.pipeline;
   const { C, cfg, el } = page;
   const chart = el("chart-sla");
-  const BAD = "#b42318";
   // The attainment API's cap on steps (latencyboard.sla.attainment.MAX_BUCKETS).
   const MAX_STEPS = 10000;
+  const LIVE_REDRAW_MS = 10000;
   let objectiveId = (cfg.objectives.find((o) => o.stage === null) || cfg.objectives[0] || {}).id;
 
-  function drawBudget(objective, body) {
+  function drawFigures(objective, body) {
     const panel = el("budget");
     const summary = body.summary;
     panel.replaceChildren();
@@ -65,82 +65,15 @@
     return period.burn_down.filter((p) => p.remaining_percent !== null && Date.parse(p.at) >= start);
   }
 
-  function draw(objective, body, budget) {
-    const target = objective.targetPercent;
-    const buckets = body.buckets;
-    const counted = buckets.filter((b) => b.total > 0);
-    if (!counted.length && !budget.length) {
+  function draw(objective, body, budget, range) {
+    if (!body.buckets.some((b) => b.total > 0) && !budget.length) {
       C.message(chart, "No requests counted for this objective in this window, nor earlier in " +
         "its period. Requests are counted as their minute is folded, within seconds.");
       return;
     }
-    const lowest = Math.min(target, ...counted.map((b) => b.attainment_percent));
-    // Room under the lowest point, so that it is not drawn on the axis line.
-    const floor = Math.max(0, Math.min(lowest - (100 - lowest) * 0.08, target - 2 * (100 - target)));
-    const since = C.formatTime(body.window.start);
-    const traces = [{
-      type: "scatter",
-      mode: counted.length > 60 ? "lines" : "lines+markers",
-      name: "attainment per step",
-      x: buckets.map((b) => b.start),
-      y: buckets.map((b) => b.attainment_percent),
-      customdata: buckets.map((b) => [b.good, b.total]),
-      line: { color: C.PALETTE[0], width: 2 },
-      marker: {
-        size: 5,
-        color: buckets.map((b) => (b.attainment_percent >= target ? C.PALETTE[0] : BAD)),
-      },
-      hovertemplate: "<b>%{y:.3f}%</b> under " + C.formatMs(objective.thresholdMs) +
-        " (%{customdata[0]:,} of %{customdata[1]:,})<extra></extra>",
-    }];
-    if (budget.length) {
-      traces.push({
-        type: "scatter",
-        mode: budget.length > 60 ? "lines" : "lines+markers",
-        name: "error budget left this period",
-        x: budget.map((p) => p.at),
-        y: budget.map((p) => p.remaining_percent),
-        yaxis: "y2",
-        line: { color: C.MUTED, width: 1.5, dash: "dash" },
-        marker: { size: 5, color: C.MUTED },
-        hovertemplate: `budget left this period (since ${since}): %{y:.1f}%<extra></extra>`,
-      });
-    }
-    const annotations = [{
-      xref: "paper", x: 1, xanchor: "right", yref: "y", y: target, yanchor: "bottom",
-      showarrow: false, bgcolor: "rgba(255,255,255,0.8)",
-      text: `objective: ${target}% within ${C.formatMs(objective.thresholdMs)}`,
-      font: { size: 11, color: BAD },
-    }];
-    if (!counted.length) {
-      annotations.push({
-        xref: "paper", x: 0.5, yref: "paper", y: 0.5, showarrow: false,
-        text: "No requests in this window: the dashed line is the budget left from earlier in the period",
-        font: { size: 13, color: C.MUTED },
-      });
-    }
-    const budgetValues = budget.map((p) => p.remaining_percent);
-    C.draw(chart, traces, C.layout({
-      hovermode: "x unified",
-      margin: { t: 12, r: budget.length ? 64 : 16 },
-      xaxis: page.timeAxis(),
-      yaxis: {
-        range: [floor, 100 + (100 - floor) * 0.03],
-        title: C.axisTitle("requests within threshold", "%"),
-        ticksuffix: "%",
-      },
-      yaxis2: budget.length ? {
-        overlaying: "y",
-        side: "right",
-        range: [Math.min(0, ...budgetValues) - 5, Math.max(100, ...budgetValues) + 5],
-        title: C.axisTitle("error budget left", "%"), ticksuffix: "%", showgrid: false, zeroline: false,
-      } : undefined,
-      shapes: [{
-        type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: target, y1: target,
-        line: { color: BAD, width: 1.5, dash: "dash" },
-      }],
-      annotations,
-    }), `${cfg.pipeline.name}-sla`);
+    window.LB.slaChart.drawAttainment(chart, body, objective, {
+      budget, xRange: [range.start, range.now], name: `${cfg.pipeline.name}-sla`,
+    });
   }
 
   async function refresh(range, mine) {
@@ -152,8 +85,8 @@
       });
       const budget = body.summary.remaining_percent === null ? [] : await periodBudget(objective, body, range);
       if (!page.current(mine)) return;
-      drawBudget(objective, body);
-      draw(objective, body, budget);
+      drawFigures(objective, body);
+      draw(objective, body, budget, range);
     } catch (error) {
       if (page.current(mine)) page.failed(chart, error);
     }
@@ -168,6 +101,17 @@
     });
   }
 
+  // New minutes change the last step's attainment and the budget: redrawn at most once per
+  // LIVE_REDRAW_MS, a busy pipeline publishing every second or so.
+  let pending = null;
+  function later() {
+    if (pending === null) {
+      pending = setTimeout(() => { pending = null; refresh(page.range, page.generation); }, LIVE_REDRAW_MS);
+    }
+  }
+
   // The percentile and the log scale change nothing here.
-  page.panels.push({ refresh, redraw() {} });
+  page.panels.push({
+    refresh, redraw() {}, on: { points: later, resync: () => refresh(page.range, page.generation) },
+  });
 })();
