@@ -22,6 +22,7 @@ urlpatterns = [
     path("traces/", include("latencyboard.traces.urls")),
     path("slas/", include("latencyboard.sla.page_urls")),
     path("compare/", include("latencyboard.compare.urls")),
+    path("audits/", include("audits.urls")),
     path("account/api-tokens/", include("latencyboard.apitokens.urls")),
     path("api/", include("latencyboard.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -22,7 +22,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from latencyboard.sla import queries, services
+from latencyboard.audit_trail import act
+from latencyboard.sla import queries, services, versions
 from latencyboard.sla.forms import MaintenanceWindowForm, ObjectiveForm
 from latencyboard.sla.models import Objective
 from latencyboard.teams.models import Role
@@ -89,6 +90,12 @@ def objective_new(request: HttpRequest) -> HttpResponse:
         except ValidationError as error:
             form.add_error(None, error)
         else:
+            act(
+                request,
+                "objective.created",
+                versions.audit_subject(objective),
+                versions.audit_detail(objective),
+            )
             messages.success(request, f"Created “{objective.name}”, counted from retained spans.")
             return redirect("slas:detail", objective_id=objective.pk)
     return render(request, "sla/new.html", {"form": form}, status=400 if form.errors else 200)
