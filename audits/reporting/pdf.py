@@ -7,6 +7,7 @@ bytes, as the CSV files do.
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 from collections.abc import Sequence
 
@@ -38,8 +39,10 @@ _WIDTH = A4[0] - 4 * cm
 _STYLES = getSampleStyleSheet()
 _TABLE_STYLE = TableStyle(
     [
-        ("FONT", (0, 0), (-1, -1), "Helvetica", 7),
-        ("FONT", (0, 0), (-1, 0), "Helvetica-Bold", 7),
+        ("FONT", (0, 0), (-1, -1), "Helvetica", 6.5),
+        ("FONT", (0, 0), (-1, 0), "Helvetica-Bold", 6.5),
+        ("LEFTPADDING", (0, 0), (-1, -1), 3),
+        ("RIGHTPADDING", (0, 0), (-1, -1), 3),
         ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
         ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#eeeeee")),
         ("VALIGN", (0, 0), (-1, -1), "TOP"),
@@ -61,31 +64,36 @@ def _bar_chart(
     categories: Sequence[str],
     series: Sequence[tuple[str, Sequence[float | None]]],
     value_label: str,
-    value_min: float | None = None,
+    value_min: float,
+    value_max: float | None = None,
 ) -> Drawing:
-    drawing = Drawing(_WIDTH, 230)
-    drawing.add(String(0, 215, title, fontName="Helvetica-Bold", fontSize=10))
+    drawing = Drawing(_WIDTH, 250)
+    drawing.add(String(0, 235, title, fontName="Helvetica-Bold", fontSize=10))
     chart = VerticalBarChart()
-    chart.x, chart.y, chart.width, chart.height = 40, 40, _WIDTH - 200, 160
-    chart.data = [[0.0 if v is None else v for v in values] for _, values in series] or [[0.0]]
+    chart.x, chart.y, chart.width, chart.height = 40, 70, _WIDTH - 190, 150
+    # None draws no bar: a month without counts is not a month at 0%.
+    chart.data = [list(values) for _, values in series] or [[None]]
     chart.categoryAxis.categoryNames = list(categories)
     chart.categoryAxis.labels.fontName = "Helvetica"
     chart.categoryAxis.labels.fontSize = 7
+    # Stage names are long: slanted, they stay readable side by side.
+    chart.categoryAxis.labels.angle = 30
+    chart.categoryAxis.labels.boxAnchor = "ne"
     chart.valueAxis.labels.fontName = "Helvetica"
     chart.valueAxis.labels.fontSize = 7
-    if value_min is not None:
-        chart.valueAxis.valueMin = value_min
-    chart.valueAxis.valueMax = None
+    chart.valueAxis.valueMin = value_min
+    chart.valueAxis.valueMax = value_max
     for i in range(len(series)):
         chart.bars[i].fillColor = _PALETTE[i % len(_PALETTE)]
     drawing.add(chart)
-    drawing.add(String(0, 20, value_label, fontName="Helvetica", fontSize=7))
+    drawing.add(String(0, 5, value_label, fontName="Helvetica", fontSize=7))
     legend = Legend()
-    legend.x, legend.y = _WIDTH - 150, 200
+    legend.x, legend.y = _WIDTH - 140, 220
     legend.fontName, legend.fontSize = "Helvetica", 7
     legend.alignment = "right"
+    legend.columnMaximum = len(_PALETTE)
     legend.colorNamePairs = [
-        (_PALETTE[i % len(_PALETTE)], name[:28]) for i, (name, _) in enumerate(series)
+        (_PALETTE[i % len(_PALETTE)], name[:32]) for i, (name, _) in enumerate(series)
     ]
     drawing.add(legend)
     return drawing
@@ -105,6 +113,7 @@ def _attainment_chart(data: ReportData) -> Drawing:
         list(series.items())[: len(_PALETTE)],
         "percent of requests within the threshold",
         value_min=max(0.0, float(int(lowest)) - 1.0),
+        value_max=100.0,
     )
 
 
@@ -120,9 +129,15 @@ def _percentile_charts(data: ReportData) -> list[Flowable]:
             by_stage = {p.stage: p.values[p99] for p in rows if p.month == month}
             series.append((month, [by_stage.get(stage) for stage in stages]))
         charts.append(
-            _bar_chart(f"{pipeline}: p99 by stage and month", stages, series, "p99 latency (ms)")
+            _bar_chart(
+                f"{pipeline}: p99 by stage and month", stages, series, "p99 latency (ms)", 0.0
+            )
         )
     return charts
+
+
+def _short(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def _paragraph(text: str, style: str = "BodyText") -> Paragraph:
@@ -146,8 +161,8 @@ def render(data: ReportData, csv_names: Sequence[str]) -> bytes:
              "attainment %", "met", "budget used %"],
             [
                 (a.objective, a.version, tables.ms(a.threshold_ms),
-                 f"{a.budget.target_percent:.3f}", tables.moment(a.period.start),
-                 tables.moment(a.period.end), a.budget.good, a.budget.total,
+                 f"{a.budget.target_percent:.3f}", _short(a.period.start),
+                 _short(a.period.end), a.budget.good, a.budget.total,
                  tables.percent(a.budget.attainment_percent),
                  "" if a.budget.met is None else ("yes" if a.budget.met else "no"),
                  tables.percent(a.budget.consumed_percent))
@@ -167,10 +182,10 @@ def render(data: ReportData, csv_names: Sequence[str]) -> bytes:
         ),
         _paragraph("Data completeness", "Heading2"),
         _table(
-            ["objective", "month", "minutes", "with data", "without", "counters from"],
+            ["objective", "month", "minutes", "with data", "without", "covered"],
             [
                 (c.objective, c.period.label, c.minutes, c.minutes_with_data,
-                 c.minutes - c.minutes_with_data, tables.moment(c.counters_from))
+                 c.minutes - c.minutes_with_data, tables.covered(c))
                 for c in data.completeness
             ],
         ),

@@ -12,7 +12,7 @@ import io
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
-from audits.reporting.figures import QUANTILE_METHOD, QUANTILES, ReportData
+from audits.reporting.figures import QUANTILE_METHOD, QUANTILES, Completeness, ReportData
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 
 
@@ -149,6 +149,17 @@ def percentiles(data: ReportData) -> bytes:
     return _csv(header, rows)
 
 
+def covered(row: Completeness) -> str:
+    """Whether the objective's counters cover the month: never implied when they do not."""
+    if row.counters_from is None:
+        return "no: no counters"
+    if row.counters_from >= row.period.end:
+        return "no: counters start later"
+    if row.counters_from > row.period.start:
+        return f"partly: no counters before {moment(row.counters_from)}"
+    return "yes"
+
+
 def completeness(data: ReportData) -> bytes:
     header = [
         "objective_id",
@@ -162,28 +173,21 @@ def completeness(data: ReportData) -> bytes:
         "counters_from",
         "covered",
     ]
-    rows = []
-    for c in data.completeness:
-        if c.counters_from is None:
-            covered = "no: no counters"
-        elif c.counters_from > c.period.start:
-            covered = f"partly: no counters before {moment(c.counters_from)}"
-        else:
-            covered = "yes"
-        rows.append(
-            (
-                c.objective_id,
-                c.objective,
-                c.period.label,
-                moment(c.period.start),
-                moment(c.period.end),
-                c.minutes,
-                c.minutes_with_data,
-                c.minutes - c.minutes_with_data,
-                moment(c.counters_from),
-                covered,
-            )
+    rows = [
+        (
+            c.objective_id,
+            c.objective,
+            c.period.label,
+            moment(c.period.start),
+            moment(c.period.end),
+            c.minutes,
+            c.minutes_with_data,
+            c.minutes - c.minutes_with_data,
+            moment(c.counters_from),
+            covered(c),
         )
+        for c in data.completeness
+    ]
     return _csv(header, rows)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import subprocess
 import time
@@ -15,13 +16,18 @@ from django.db import connection
 from django.utils import timezone
 
 from audits import services
+from audits.log import record
 from audits.models import Report, ReportFile
 from audits.reporting import periods
+from audits.reporting.tables import moment
+from latencyboard.sla import versions
+from latencyboard.sla.models import SlaMinute
 from latencyboard.sla.services import threshold_ns
 from tests.audits.conftest import MAINTENANCE, Quarter
 from tests.support import ROOT
 
-pytestmark = pytest.mark.django_db
+# Building the quarter (the module fixture) takes minutes on a shared machine.
+pytestmark = [pytest.mark.django_db, pytest.mark.timeout(900)]
 
 ARTIFACTS = ROOT / "test-artifacts" / "reports"
 CSV_NAMES = [
@@ -204,3 +210,94 @@ def test_quarterly_report_of_three_pipelines_builds_within_ten_seconds(quarter):
     # then it took at most 10 s
     print(f"report build: {seconds:.2f} s for {quarter.spans} spans")
     assert seconds <= 10
+
+
+EDIT_AT = dt.datetime(2026, 8, 15, 12, 0, 30, tzinfo=dt.UTC)
+
+
+def test_threshold_changed_mid_quarter_is_reported_as_two_versions_with_their_own_counts(
+    quarter,
+):
+    # given the model_forward objective, its threshold raised mid-August (and recorded)
+    objective = quarter.objectives[1]
+    old_threshold = objective.threshold_ms
+    edit = versions.edit_objective(
+        objective,
+        name=objective.name,
+        threshold_ms=35.0,
+        target_percent=objective.target_percent,
+        edited_by=quarter.admin,
+        now=EDIT_AT,
+    )
+    record(
+        None,
+        "objective.edited",
+        versions.audit_subject(objective),
+        {"threshold_ms": "35.0"},
+        actor=quarter.admin,
+        now=EDIT_AT,
+    )
+
+    # when the quarterly report is built
+    report = _built(quarter)
+
+    # then the objective has two versions split at the edit's minute, each counted at its own
+    # threshold over its own period, and the change is listed
+    split = dt.datetime(2026, 8, 15, 12, 0, tzinfo=dt.UTC)
+    assert (edit.previous.number, edit.current.number) == (1, 2)
+    assert [
+        (r["version"], r["threshold_ms"], r["effective_from"], r["effective_until"])
+        for r in _rows(report, "objective_versions.csv")
+        if r["objective_id"] == str(objective.pk)
+    ] == [("1", "20.000", "", "2026-08-15T12:00:00Z"), ("2", "35.000", "2026-08-15T12:00:00Z", "")]
+    rows = [r for r in _rows(report, "attainment.csv") if r["objective_id"] == str(objective.pk)]
+    q = periods.quarter(2026, 3)
+    july, august, september = periods.months(2026, 3)
+    expected = []
+    for number, threshold, start, end in ((1, old_threshold, None, split), (2, 35.0, split, None)):
+        objective.threshold_ms = threshold
+        for period in (july, august, september, q):
+            cut = periods.clip(period, start, end)
+            if cut is not None:
+                good, total = _raw_count(objective, cut, excluded=False)
+                expected.append(
+                    (
+                        str(number),
+                        cut.label,
+                        moment(cut.start),
+                        moment(cut.end),
+                        str(good),
+                        str(total),
+                    )
+                )
+    assert [
+        (r["version"], r["period"], r["start"], r["end"], r["good"], r["total"]) for r in rows
+    ] == expected
+    assert [(r["action"], r["at"]) for r in _rows(report, "objective_changes.csv")] == [
+        ("objective.edited", "2026-08-15T12:00:30Z")
+    ]
+
+
+def test_completeness_says_when_counters_begin(quarter):
+    # given an objective whose counters begin mid-August (as if created then: the creation
+    # back-fill reaches only as far back as raw spans are kept)
+    objective = quarter.objectives[2]
+    SlaMinute.objects.filter(
+        objective=objective, minute__lt=dt.datetime(2026, 8, 20, tzinfo=dt.UTC)
+    ).delete()
+    first = moment(SlaMinute.objects.filter(objective=objective).earliest("minute").minute)
+
+    # when the report is built
+    report = _built(quarter)
+
+    # then its months say plainly what is and is not covered, from its first counted minute
+    assert first.startswith("2026-08-20T00:")
+    assert [
+        (r["month"], r["counters_from"], r["covered"])
+        for r in _rows(report, "completeness.csv")
+        if r["objective_id"] == str(objective.pk)
+    ] == [
+        ("2026-07", first, "no: counters start later"),
+        ("2026-08", first, f"partly: no counters before {first}"),
+        ("2026-09", first, "yes"),
+    ]
