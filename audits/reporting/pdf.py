@@ -99,14 +99,16 @@ def _bar_chart(
     return drawing
 
 
-def _attainment_chart(data: ReportData) -> Drawing:
+def _attainment_chart(data: ReportData) -> Flowable:
     months = [m.label for m in data.months]
     series: dict[str, list[float | None]] = {}
     for a in data.attainment:
         if a.period.label in months and a.budget.attainment_percent is not None:
             values = series.setdefault(f"{a.objective} v{a.version}", [None] * len(months))
             values[months.index(a.period.label)] = a.budget.attainment_percent
-    lowest = min((v for vs in series.values() for v in vs if v is not None), default=0.0)
+    if not series:
+        return _paragraph("No SLA objective counted any request in this quarter.")
+    lowest = min(v for vs in series.values() for v in vs if v is not None)
     return _bar_chart(
         "SLA attainment by month (maintenance excluded)",
         months,
@@ -123,6 +125,9 @@ def _percentile_charts(data: ReportData) -> list[Flowable]:
     charts: list[Flowable] = []
     for pipeline in data.pipelines:
         rows = [p for p in data.percentiles if p.pipeline == pipeline]
+        if not rows:
+            charts.append(_paragraph(f"{pipeline}: no day rollups in this quarter."))
+            continue
         stages = sorted({p.stage for p in rows})
         series = []
         for month in months:
