@@ -12,6 +12,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 from django.db.models import BigIntegerField, F, Func, Q, Sum
@@ -28,7 +29,7 @@ from latencyboard.sla.versions import Version, versions_of
 from latencyboard.spans.models import IngestBatch
 
 QUANTILES = (0.5, 0.95, 0.99, 0.999)
-QUANTILE_METHOD = "lower"
+QUANTILE_METHOD: Final = "lower"
 
 
 class _Epoch(Func):

@@ -249,6 +249,12 @@ class ObjectiveViewSet(
             created_by=request.user,
             now=timezone.now(),
         )
+        act(
+            request,
+            "maintenance.added",
+            versions.audit_subject(objective),
+            versions.maintenance_detail(window),
+        )
         return Response(MaintenanceWindowSerializer(window).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -273,4 +279,10 @@ class ObjectiveViewSet(
         )
         if not services.delete_maintenance_window(window, request.user, timezone.now()):
             raise NotFound("Already deleted.")
+        act(
+            request,
+            "maintenance.deleted",
+            versions.audit_subject(objective),
+            versions.maintenance_detail(window),
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -24,7 +24,7 @@ from django.db import connection, transaction
 from latencyboard.audit_trail import Subject
 from latencyboard.sla.attainment import floor_minute
 from latencyboard.sla.counting import ADVISORY_LOCK_KEY
-from latencyboard.sla.models import Objective, ObjectiveVersion
+from latencyboard.sla.models import MaintenanceWindow, Objective, ObjectiveVersion
 from latencyboard.sla.services import threshold_ns
 from latencyboard.storage.sla_recount import recount_since
 from latencyboard.teams.models import Role
@@ -167,4 +167,15 @@ def audit_detail(objective: Objective) -> dict[str, str | int | None]:
         "threshold_ms": repr(objective.threshold_ms),
         "target_percent": str(objective.target_percent),
         "window": objective.window,
+    }
+
+
+def maintenance_detail(window: MaintenanceWindow) -> dict[str, str | int | None]:
+    """A maintenance window, for the audit log."""
+    return {
+        "maintenance_window": window.pk,
+        "covers": window.covers,
+        "start": window.start.isoformat(),
+        "end": window.end.isoformat(),
+        "reason": window.reason,
     }

@@ -147,7 +147,7 @@ def add_maintenance(request: HttpRequest, objective_id: int) -> HttpResponse:
     form = MaintenanceWindowForm(request.POST)
     if form.is_valid():
         try:
-            services.add_maintenance_window(
+            window = services.add_maintenance_window(
                 objective,
                 covers=form.cleaned_data["covers"],
                 start=form.cleaned_data["start"],
@@ -159,6 +159,12 @@ def add_maintenance(request: HttpRequest, objective_id: int) -> HttpResponse:
         except ValidationError as error:
             form.add_error(None, error)
         else:
+            act(
+                request,
+                "maintenance.added",
+                versions.audit_subject(objective),
+                versions.maintenance_detail(window),
+            )
             messages.success(request, "Maintenance window added: its minutes no longer count.")
             return redirect("slas:detail", objective_id=objective.pk)
     return _detail(request, objective, form, status=400)
@@ -170,5 +176,11 @@ def delete_maintenance(request: HttpRequest, objective_id: int, window_id: int) 
     objective = get_object_or_404(queries.objectives_of(request.user), pk=objective_id)
     window = get_object_or_404(queries.maintenance_windows(objective), pk=window_id)
     if services.delete_maintenance_window(window, request.user, timezone.now()):
+        act(
+            request,
+            "maintenance.deleted",
+            versions.audit_subject(objective),
+            versions.maintenance_detail(window),
+        )
         messages.success(request, "Maintenance window deleted: its minutes count again.")
     return redirect("slas:detail", objective_id=objective.pk)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import io
 from decimal import Decimal
+from typing import cast
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import DatabaseError, connection, transaction
 
 from audits.log import record
@@ -15,9 +17,16 @@ from latencyboard.audit_trail import Subject
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.sla.models import Objective
 from latencyboard.teams.models import Membership, Role, Team
-from tests.factories import make_team, make_user
+from tests.factories import make_team
+from tests.factories import make_user as make_any_user
 
 pytestmark = pytest.mark.django_db
+
+
+def make_user(team: Team | None = None, role: Role = Role.VIEWER) -> User:
+    """A user with ``role`` in ``team``, typed as the ``User`` the services take."""
+    return cast(User, make_any_user(team, role))
+
 
 AGENT = "audit-tests/1.0"
 
@@ -286,3 +295,35 @@ def test_viewer_sees_no_audit_log(client):
     assert page.status_code == 200
     assert b"objective.created" not in page.content
     assert export.content.decode().splitlines()[1:] == []
+
+
+def test_maintenance_window_added_and_deleted_is_recorded(client):
+    # given a team admin and an objective
+    team = make_team()
+    objective = _objective(team)
+    admin = make_user(team, Role.ADMIN)
+    client.force_login(admin)
+
+    # when they add a maintenance window through the API, then delete it
+    added = client.post(
+        f"/api/slas/{objective.pk}/maintenance/",
+        {
+            "covers": "objective",
+            "start": "2026-08-10T06:00:00Z",
+            "end": "2026-08-10T07:00:00Z",
+            "reason": "failover drill",
+        },
+        content_type="application/json",
+    )
+    window = added.json()["id"]
+    client.delete(f"/api/slas/{objective.pk}/maintenance/{window}/")
+
+    # then both are in the team's log with the window's details
+    assert list(
+        AuditEvent.objects.filter(team=team)
+        .order_by("id")
+        .values_list("action", "subject_id", "detail__maintenance_window", "detail__reason")
+    ) == [
+        ("maintenance.added", str(objective.pk), window, "failover drill"),
+        ("maintenance.deleted", str(objective.pk), window, "failover drill"),
+    ]

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from audits import services
 from audits.models import AuditEvent, Report
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Role, Team
-from tests.factories import make_team, make_user
+from tests.factories import make_team
+from tests.factories import make_user as make_any_user
 
 pytestmark = pytest.mark.django_db
+
+
+def make_user(team: Team | None = None, role: Role = Role.VIEWER) -> User:
+    """A user with ``role`` in ``team``, typed as the ``User`` the services take."""
+    return cast(User, make_any_user(team, role))
 
 
 def _report(team: Team) -> Report:
