@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from audits import services
@@ -19,7 +22,7 @@ def test_auditor_opens_a_finished_report_and_the_audit_log(page, live_web):
     # given an auditor of a team with a finished report
     team = make_team("audited")
     Pipeline.objects.create(team=team, service_name="fraud-scorer")
-    auditor = make_user(team, Role.AUDITOR, password="a-browser-test-password-9")
+    auditor = cast(User, make_user(team, Role.AUDITOR, password="a-browser-test-password-9"))
     report = services.request_report(None, team, 2026, 3, None, auditor, timezone.now())
     services.build_report(report.pk)
     problems = watch(page)
