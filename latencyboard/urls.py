@@ -23,6 +23,7 @@ urlpatterns = [
     path("slas/", include("latencyboard.sla.page_urls")),
     path("compare/", include("latencyboard.compare.page_urls")),
     path("alerts/", include("latencyboard.alerts.urls")),
+    path("audits/", include("audits.urls")),
     path("account/api-tokens/", include("latencyboard.apitokens.urls")),
     path("api/", include("latencyboard.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

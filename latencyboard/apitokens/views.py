@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from latencyboard.apitokens import queries, services
 from latencyboard.apitokens.forms import ApiTokenForm
 from latencyboard.apitokens.models import ApiToken
+from latencyboard.audit_trail import Subject, act
 
 
 @never_cache
@@ -30,6 +31,12 @@ def tokens(request: HttpRequest) -> HttpResponse:
             issued = services.issue_api_token(
                 request.user, form.cleaned_data["name"], form.cleaned_data["scope"]
             )
+            act(
+                request,
+                "api_token.created",
+                Subject("api_token", issued.token.pk, issued.token.name, None),
+                {"scope": issued.token.scope, "prefix": issued.token.prefix},
+            )
             form = ApiTokenForm()
         else:
             status = 400
@@ -42,6 +49,12 @@ def tokens(request: HttpRequest) -> HttpResponse:
 def revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     """Revoke one of the user's own tokens; anyone else's is a 404."""
     token = get_object_or_404(queries.tokens_of(request.user), pk=token_id, revoked_at=None)
-    services.revoke_api_tokens(ApiToken.objects.filter(pk=token.pk), timezone.now())
+    if services.revoke_api_tokens(ApiToken.objects.filter(pk=token.pk), timezone.now()):
+        act(
+            request,
+            "api_token.revoked",
+            Subject("api_token", token.pk, token.name, None),
+            {"prefix": token.prefix},
+        )
     messages.success(request, f"Revoked “{token.name}”: it no longer opens the API.")
     return redirect("api-tokens")

@@ -131,7 +131,7 @@ def _children(env: dict[str, str], log_dir: Path, bind: str, demo: bool) -> list
         ],
         "worker": [
             *(python, "-m", "celery", "-A", "latencyboard", "worker", "--loglevel", "INFO"),
-            *("--concurrency", "2", "--hostname", "worker@%h"),
+            *("--concurrency", "2", "--hostname", "worker@%h", "--queues", "celery,reports"),
         ],
         "beat": [python, "-m", "celery", "-A", "latencyboard", "beat", "--loglevel", "INFO"],
     }

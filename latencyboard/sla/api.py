@@ -25,7 +25,8 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from latencyboard.sla import queries, services
+from latencyboard.audit_trail import act
+from latencyboard.sla import queries, services, versions
 from latencyboard.sla.models import Objective
 from latencyboard.sla.serializers import (
     AttainmentQuerySerializer,
@@ -35,6 +36,7 @@ from latencyboard.sla.serializers import (
     ObjectiveCreateSerializer,
     ObjectiveSerializer,
 )
+from latencyboard.sla.version_serializers import ObjectiveEditSerializer
 
 _ATTAINMENT_EXAMPLE = {
     "start": "2026-11-20T00:00:00Z",
@@ -130,11 +132,52 @@ class ObjectiveViewSet(
             window=data["window"],
             created_by=request.user,
         )
+        act(
+            request,
+            "objective.created",
+            versions.audit_subject(objective),
+            versions.audit_detail(objective),
+        )
         return Response(ObjectiveSerializer(objective).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Edit an SLA objective's name, threshold or target (team admins)",
+        description="A new version from this minute on: earlier counters keep the old "
+        "threshold, later minutes are recounted with the new one.",
+        request=ObjectiveEditSerializer,
+        responses={200: ObjectiveSerializer},
+    )
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        objective = self.get_object()
+        given = ObjectiveEditSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        edit = versions.edit_objective(
+            objective,
+            name=data.get("name", objective.name),
+            threshold_ms=float(data.get("threshold_ms", objective.threshold_ms)),
+            target_percent=data.get("target_percent", objective.target_percent),
+            edited_by=request.user,
+            now=timezone.now(),
+        )
+        act(
+            request,
+            "objective.edited",
+            versions.audit_subject(edit.objective),
+            {**versions.audit_detail(edit.objective), "version": edit.current.number},
+        )
+        return Response(ObjectiveSerializer(edit.objective).data)
 
     @extend_schema(summary="Delete an SLA objective and its counters (team admins)")
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        services.delete_objective(self.get_object(), deleted_by=request.user)
+        objective = self.get_object()
+        if services.delete_objective(objective, deleted_by=request.user):
+            act(
+                request,
+                "objective.deleted",
+                versions.audit_subject(objective),
+                versions.audit_detail(objective),
+            )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
@@ -208,6 +251,12 @@ class ObjectiveViewSet(
             created_by=request.user,
             now=timezone.now(),
         )
+        act(
+            request,
+            "maintenance.added",
+            versions.audit_subject(objective),
+            versions.maintenance_detail(window),
+        )
         return Response(MaintenanceWindowSerializer(window).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -232,4 +281,10 @@ class ObjectiveViewSet(
         )
         if not services.delete_maintenance_window(window, request.user, timezone.now()):
             raise NotFound("Already deleted.")
+        act(
+            request,
+            "maintenance.deleted",
+            versions.audit_subject(objective),
+            versions.maintenance_detail(window),
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)

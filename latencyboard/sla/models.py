@@ -148,3 +148,37 @@ class MaintenanceWindow(models.Model):
     @property
     def covers(self) -> Coverage:
         return Coverage.OBJECTIVE if self.objective_id is not None else Coverage.PIPELINE
+
+
+class ObjectiveVersion(models.Model):
+    """What an objective said over ``[effective_from, effective_until)``.
+
+    Rows exist once an objective is edited: the first edit records what it said until then
+    (``effective_from`` empty: since its counters began) and what it says from the edit's
+    minute on. An objective never edited has no rows; it is one version, the objective itself.
+    The counters of a version's minutes were counted with that version's threshold, so a
+    report over a period reads each version's own counts.
+    """
+
+    objective = models.ForeignKey(Objective, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    name = models.CharField(max_length=200)
+    threshold_ms = models.FloatField()
+    target_percent = models.DecimalField(max_digits=6, decimal_places=3)
+    window = models.CharField(max_length=16, choices=Window.choices)
+    effective_from = models.DateTimeField(null=True)
+    effective_until = models.DateTimeField(null=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["objective", "number"], name="objective_version_number_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.objective} v{self.number}"

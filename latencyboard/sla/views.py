@@ -22,8 +22,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from latencyboard.audit_trail import act
 from latencyboard.moments import iso_utc
-from latencyboard.sla import queries, services
+from latencyboard.sla import queries, services, versions
 from latencyboard.sla.forms import MaintenanceWindowForm, ObjectiveForm
 from latencyboard.sla.models import Objective
 from latencyboard.teams.models import Role
@@ -86,6 +87,12 @@ def objective_new(request: HttpRequest) -> HttpResponse:
         except ValidationError as error:
             form.add_error(None, error)
         else:
+            act(
+                request,
+                "objective.created",
+                versions.audit_subject(objective),
+                versions.audit_detail(objective),
+            )
             messages.success(request, f"Created “{objective.name}”, counted from retained spans.")
             return redirect("slas:detail", objective_id=objective.pk)
     return render(request, "sla/new.html", {"form": form}, status=400 if form.errors else 200)
@@ -137,7 +144,7 @@ def add_maintenance(request: HttpRequest, objective_id: int) -> HttpResponse:
     form = MaintenanceWindowForm(request.POST)
     if form.is_valid():
         try:
-            services.add_maintenance_window(
+            window = services.add_maintenance_window(
                 objective,
                 covers=form.cleaned_data["covers"],
                 start=form.cleaned_data["start"],
@@ -149,6 +156,12 @@ def add_maintenance(request: HttpRequest, objective_id: int) -> HttpResponse:
         except ValidationError as error:
             form.add_error(None, error)
         else:
+            act(
+                request,
+                "maintenance.added",
+                versions.audit_subject(objective),
+                versions.maintenance_detail(window),
+            )
             messages.success(request, "Maintenance window added: its minutes no longer count.")
             return redirect("slas:detail", objective_id=objective.pk)
     return _detail(request, objective, form, status=400)
@@ -160,5 +173,11 @@ def delete_maintenance(request: HttpRequest, objective_id: int, window_id: int) 
     objective = get_object_or_404(queries.objectives_of(request.user), pk=objective_id)
     window = get_object_or_404(queries.maintenance_windows(objective), pk=window_id)
     if services.delete_maintenance_window(window, request.user, timezone.now()):
+        act(
+            request,
+            "maintenance.deleted",
+            versions.audit_subject(objective),
+            versions.maintenance_detail(window),
+        )
         messages.success(request, "Maintenance window deleted: its minutes count again.")
     return redirect("slas:detail", objective_id=objective.pk)

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from latencyboard.audit_trail import Subject, act
 from latencyboard.teams import services
 from latencyboard.teams.models import IngestToken, Membership, Team
 from latencyboard.web.admin import IssueOnceAdmin
@@ -22,6 +25,33 @@ class TeamAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline]
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        """Save memberships, and record each one added, changed or removed."""
+        super().save_formset(request, form, formset, change)
+        if formset.model is not Membership:
+            return
+        for membership in formset.new_objects:
+            _record_membership(request, "membership.added", membership)
+        for membership, _fields in formset.changed_objects:
+            _record_membership(request, "membership.role_changed", membership)
+        for membership in formset.deleted_objects:
+            _record_membership(request, "membership.removed", membership)
+
+
+def _record_membership(request: HttpRequest, action: str, membership: Membership) -> None:
+    act(
+        request,
+        action,
+        Subject(
+            "membership", membership.user_id, membership.user.get_username(), membership.team_id
+        ),
+        {"role": membership.role},
+    )
+
+
+def _token_subject(token: IngestToken) -> Subject:
+    return Subject("ingest_token", token.pk, token.name, token.team_id)
 
 
 @admin.register(IngestToken)
@@ -55,9 +85,13 @@ class IngestTokenAdmin(IssueOnceAdmin):
         )
         obj.pk = issued.token.pk
         obj.prefix, obj.digest = issued.token.prefix, issued.token.digest
+        act(request, "ingest_token.created", _token_subject(issued.token), {"prefix": obj.prefix})
         return issued.plaintext
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[IngestToken]) -> None:
+        active = list(queryset.filter(revoked_at__isnull=True))
         count = services.revoke_ingest_tokens(queryset)
+        for token in active:
+            act(request, "ingest_token.revoked", _token_subject(token), {"prefix": token.prefix})
         messages.success(request, f"Revoked {count} token(s).")

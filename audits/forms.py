@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.db.models import QuerySet
+
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.teams.models import Team
+
+
+class ReportForm(forms.Form):
+    team = forms.ModelChoiceField(queryset=Team.objects.none())
+    year = forms.IntegerField(min_value=2000, max_value=2999)
+    quarter = forms.TypedChoiceField(
+        choices=[(q, f"Q{q}") for q in range(1, 5)], coerce=int, empty_value=None
+    )
+    pipelines = forms.ModelMultipleChoiceField(
+        queryset=Pipeline.objects.none(),
+        required=False,
+        help_text="None chosen: every pipeline of the team.",
+    )
+
+    def __init__(self, *args: Any, teams: QuerySet[Team], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        team_field = self.fields["team"]
+        assert isinstance(team_field, forms.ModelChoiceField)
+        team_field.queryset = teams
+        pipelines = self.fields["pipelines"]
+        assert isinstance(pipelines, forms.ModelMultipleChoiceField)
+        pipelines.queryset = Pipeline.objects.filter(team__in=teams).order_by("service_name")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        team, chosen = data.get("team"), data.get("pipelines")
+        if team is not None and chosen and any(p.team_id != team.pk for p in chosen):
+            self.add_error("pipelines", "Choose pipelines of the chosen team.")
+        return data

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from latencyboard.teams.models import Team
+
+
+class AuditEvent(models.Model):
+    """One thing someone did, recorded once and never changed (a database trigger refuses
+    UPDATE, DELETE and TRUNCATE, see ``latencyboard.storage.audit_log``).
+
+    Who and what are copied, not only referenced: the log must still say who did it after the
+    user, the objective or the token is gone. ``team`` is a plain reference without a foreign
+    key constraint for the same reason (a cascade would have to delete rows here).
+    """
+
+    at = models.DateTimeField(db_index=True)
+    team = models.ForeignKey(
+        Team,
+        null=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+        help_text="Whose subject it is; empty for a refusal outside any one team.",
+    )
+    actor_id = models.BigIntegerField(null=True, help_text="Empty for the system.")
+    actor_username = models.CharField(max_length=150)
+    action = models.CharField(max_length=64)
+    subject_type = models.CharField(max_length=64)
+    subject_id = models.CharField(max_length=64)
+    subject_label = models.CharField(max_length=300)
+    detail = models.JSONField(default=dict)
+    ip = models.GenericIPAddressField(null=True)
+    user_agent = models.CharField(max_length=500)
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "at"], name="audit_event_team_at")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_username} {self.action}"
+
+
+class ReportStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class Report(models.Model):
+    """A quarterly audit report of one team: queued, built by the ``reports`` worker, then
+    frozen. Its parameters (team, quarter, pipelines, requested_at) are all that building it
+    reads besides the data, so ``verify_report`` can rebuild it and compare."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="reports")
+    year = models.PositiveSmallIntegerField()
+    quarter = models.PositiveSmallIntegerField()
+    pipeline_ids = models.JSONField(help_text="Sorted ids of the pipelines covered.")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField()
+    status = models.CharField(max_length=8, choices=ReportStatus.choices)
+    progress = models.PositiveSmallIntegerField(default=0, help_text="Percent done.")
+    software_version = models.CharField(max_length=40, blank=True)
+    finished_at = models.DateTimeField(null=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(quarter__gte=1, quarter__lte=4), name="report_quarter_1_to_4"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.year} Q{self.quarter} (#{self.pk})"
+
+
+class ReportFile(models.Model):
+    """One stored file of a finished report, with the SHA-256 its manifest lists."""
+
+    report = models.ForeignKey(Report, on_delete=models.CASCADE, related_name="files")
+    name = models.CharField(max_length=100)
+    content_type = models.CharField(max_length=100)
+    content = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["report", "name"], name="report_file_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.report_id}/{self.name}"

@@ -1,0 +1,334 @@
+"""The figures of a quarterly report, read from the exact SLA counters, the day rollups, the
+ingest batches and the audit log (Django reads, returning plain frozen dataclasses).
+
+Everything is read as of the report's ``requested_at``: maintenance windows declared or
+deleted later, objective versions started later and audit events after it are left out, so
+rebuilding the report later (``verify_report``) reads the same inputs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+from django.db.models import BigIntegerField, F, Func, Q, Sum
+from django.db.models.functions import Cast
+
+from audits.models import AuditEvent, Report
+from audits.reporting import periods
+from audits.reporting.periods import Period
+from latencyboard.rollups.models import Resolution, Rollup
+from latencyboard.sketches.sketch import merge_many
+from latencyboard.sla import attainment as maths
+from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
+from latencyboard.sla.versions import Version, versions_of
+from latencyboard.spans.models import IngestBatch
+
+QUANTILES = (0.5, 0.95, 0.99, 0.999)
+QUANTILE_METHOD: Final = "lower"
+
+
+class _Epoch(Func):
+    template = "EXTRACT(EPOCH FROM %(expressions)s)"
+
+
+@dataclass(frozen=True, slots=True)
+class Attainment:
+    objective_id: int
+    objective: str
+    pipeline: str
+    stage: str
+    version: int
+    threshold_ms: float
+    period: Period
+    budget: maths.Budget
+    excluded: maths.Counts
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    objective_id: int
+    window_id: int
+    covers: str
+    start: dt.datetime
+    end: dt.datetime
+    reason: str
+    created_by: str
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    pipeline: str
+    stage: str
+    month: str
+    days: int  # with a day rollup
+    n: int
+    values: tuple[float, ...]  # one per QUANTILES
+
+
+@dataclass(frozen=True, slots=True)
+class Completeness:
+    objective_id: int
+    objective: str
+    period: Period  # the month, cut to what has passed at requested_at
+    minutes: int
+    minutes_with_data: int
+    counters_from: dt.datetime | None  # the objective's first counted minute, ever
+
+
+@dataclass(frozen=True, slots=True)
+class Ingest:
+    month: str
+    stored_spans: int
+    rejected_spans: int
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRow:
+    objective_id: int
+    objective: str
+    version: Version
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    at: dt.datetime
+    actor: str
+    action: str
+    subject: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReportData:
+    report_id: int
+    team: str
+    quarter: Period
+    months: tuple[Period, ...]
+    pipelines: tuple[str, ...]
+    requested_at: dt.datetime
+    software_version: str
+    versions: tuple[VersionRow, ...]
+    attainment: tuple[Attainment, ...]
+    exclusions: tuple[Exclusion, ...]
+    percentiles: tuple[Percentiles, ...]
+    completeness: tuple[Completeness, ...]
+    ingest: tuple[Ingest, ...]
+    changes: tuple[Change, ...]
+
+
+def _as_of(versions: Sequence[Version], at: dt.datetime) -> list[Version]:
+    """The versions as they stood at ``at``: later ones dropped, the then-current one open."""
+    kept = [v for v in versions if v.effective_from is None or v.effective_from <= at]
+    last = kept[-1]
+    if last.effective_until is not None and last.effective_until > at:
+        kept[-1] = Version(
+            last.number,
+            last.name,
+            last.threshold_ms,
+            last.target_percent,
+            last.effective_from,
+            None,
+        )
+    return kept
+
+
+def _windows(objective: Objective, at: dt.datetime, quarter: Period) -> list[MaintenanceWindow]:
+    return list(
+        MaintenanceWindow.objects.filter(Q(objective=objective) | Q(pipeline=objective.pipeline_id))
+        .filter(created_at__lte=at, start__lt=quarter.end, end__gt=quarter.start)
+        .filter(Q(deleted_at__isnull=True) | Q(deleted_at__gt=at))
+        .select_related("created_by")
+        .order_by("start", "id")
+    )
+
+
+def _stage_name(objective: Objective) -> str:
+    return objective.stage.name if objective.stage is not None else "end-to-end"
+
+
+def _objective_figures(
+    objective: Objective, data_end: dt.datetime, at: dt.datetime, quarter: Period
+) -> tuple[list[Attainment], list[Exclusion], list[Completeness], list[VersionRow]]:
+    months = periods.months(quarter.start.year, quarter.start.month // 3 + 1)
+    rows = np.array(
+        SlaMinute.objects.filter(
+            objective=objective, minute__gte=quarter.start, minute__lt=quarter.end
+        )
+        .annotate(epoch=Cast(_Epoch(F("minute")), BigIntegerField()))
+        .order_by("minute")
+        .values_list("epoch", "good", "total"),
+        dtype=np.int64,
+    ).reshape(-1, 3)
+    minute, good, total = rows[:, 0], rows[:, 1], rows[:, 2]
+    windows = _windows(objective, at, quarter)
+    excluded = np.zeros(len(minute), dtype=bool)
+    for r in maths.excluded_minutes(
+        ((w.start, w.end) for w in windows), quarter.start, quarter.end
+    ):
+        excluded |= (minute >= maths.unix_seconds(r.start)) & (minute < maths.unix_seconds(r.end))
+
+    def counts(mask: np.ndarray) -> maths.Counts:
+        return maths.Counts(int(good[mask].sum()), int(total[mask].sum()))
+
+    attainment = []
+    versions = _as_of(versions_of(objective), at)
+    for version in versions:
+        for period in (*months, quarter):
+            cut = periods.clip(period, version.effective_from, version.effective_until)
+            if cut is None:
+                continue
+            inside = (minute >= maths.unix_seconds(cut.start)) & (
+                minute < maths.unix_seconds(cut.end)
+            )
+            kept = counts(inside & ~excluded)
+            attainment.append(
+                Attainment(
+                    objective.pk,
+                    objective.name,
+                    objective.pipeline.service_name,
+                    _stage_name(objective),
+                    version.number,
+                    version.threshold_ms,
+                    cut,
+                    maths.budget(kept.good, kept.total, version.target_percent),
+                    counts(inside & excluded),
+                )
+            )
+    first = SlaMinute.objects.filter(objective=objective).order_by("minute").first()
+    completeness = []
+    for month in months:
+        cut = periods.clip(month, None, data_end)
+        if cut is None:
+            continue
+        inside = (minute >= maths.unix_seconds(cut.start)) & (minute < maths.unix_seconds(cut.end))
+        completeness.append(
+            Completeness(
+                objective.pk,
+                objective.name,
+                cut,
+                int((cut.end - cut.start) // dt.timedelta(minutes=1)),
+                int(np.count_nonzero(inside & (total > 0))),
+                None if first is None else first.minute,
+            )
+        )
+    exclusions = [
+        Exclusion(
+            objective.pk,
+            w.pk,
+            w.covers,
+            w.start,
+            w.end,
+            w.reason,
+            "" if w.created_by is None else w.created_by.get_username(),
+            w.created_at,
+        )
+        for w in windows
+    ]
+    version_rows = [VersionRow(objective.pk, objective.name, v) for v in versions]
+    return attainment, exclusions, completeness, version_rows
+
+
+def _percentiles(pipeline_ids: Sequence[int], months: Sequence[Period]) -> list[Percentiles]:
+    rows = (
+        Rollup.objects.filter(
+            pipeline_id__in=pipeline_ids,
+            resolution=Resolution.DAY,
+            bucket_start__gte=months[0].start,
+            bucket_start__lt=months[-1].end,
+        )
+        .order_by("pipeline__service_name", "stage__name", "bucket_start")
+        .values_list("pipeline__service_name", "stage__name", "bucket_start", "sketch")
+    )
+    groups: dict[tuple[str, str, str], list[bytes]] = {}
+    for pipeline, stage, day, sketch in rows:
+        month = next(m.label for m in months if m.start <= day < m.end)
+        groups.setdefault((pipeline, stage or "end-to-end", month), []).append(bytes(sketch))
+    table = []
+    for (pipeline, stage, month), blobs in sorted(groups.items()):
+        merged = merge_many(blobs)
+        values = tuple(float(merged.quantile(q, QUANTILE_METHOD)) for q in QUANTILES)
+        table.append(Percentiles(pipeline, stage, month, len(blobs), merged.count, values))
+    return table
+
+
+def _ingest(team_id: int, months: Sequence[Period]) -> list[Ingest]:
+    result = []
+    for month in months:
+        sums = IngestBatch.objects.filter(
+            team_id=team_id, received_at__gte=month.start, received_at__lt=month.end
+        ).aggregate(stored=Sum("stored_spans"), rejected=Sum("rejected_spans"))
+        result.append(Ingest(month.label, sums["stored"] or 0, sums["rejected"] or 0))
+    return result
+
+
+def _changes(team_id: int, quarter: Period, at: dt.datetime) -> list[Change]:
+    events = AuditEvent.objects.filter(
+        team_id=team_id,
+        at__gte=quarter.start,
+        at__lt=min(quarter.end, at),
+        action__regex=r"^(objective|maintenance|alert_rule)\.",
+    ).order_by("at", "id")
+    return [
+        Change(
+            e.at,
+            e.actor_username,
+            e.action,
+            f"{e.subject_type} {e.subject_id} {e.subject_label}",
+            _json_line(e.detail),
+        )
+        for e in events
+    ]
+
+
+def _json_line(detail: object) -> str:
+    return json.dumps(detail, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def collect(report: Report, software_version: str) -> ReportData:
+    """Every figure of ``report``, read as of its ``requested_at``."""
+    quarter = periods.quarter(report.year, report.quarter)
+    months = periods.months(report.year, report.quarter)
+    at = report.requested_at
+    data_end = maths.floor_minute(at)
+    objectives = (
+        Objective.objects.filter(team_id=report.team_id, pipeline_id__in=report.pipeline_ids)
+        .filter(created_at__lte=at)
+        .select_related("pipeline", "stage")
+        .order_by("pipeline__service_name", "name", "id")
+    )
+    attainment, exclusions, completeness, versions = [], [], [], []
+    for objective in objectives:
+        a, e, c, v = _objective_figures(objective, data_end, at, quarter)
+        attainment += a
+        exclusions += e
+        completeness += c
+        versions += v
+    pipelines = tuple(
+        sorted(
+            report.team.pipelines.filter(pk__in=report.pipeline_ids).values_list(
+                "service_name", flat=True
+            )
+        )
+    )
+    return ReportData(
+        report_id=report.pk,
+        team=report.team.name,
+        quarter=quarter,
+        months=months,
+        pipelines=pipelines,
+        requested_at=at,
+        software_version=software_version,
+        versions=tuple(versions),
+        attainment=tuple(attainment),
+        exclusions=tuple(exclusions),
+        percentiles=tuple(_percentiles(report.pipeline_ids, months)),
+        completeness=tuple(completeness),
+        ingest=tuple(_ingest(report.team_id, months)),
+        changes=tuple(_changes(report.team_id, quarter, at)),
+    )

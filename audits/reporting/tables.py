@@ -1,0 +1,241 @@
+"""The report's tables as CSV files with deterministic bytes (pure: no Django).
+
+Rows come in a fixed order (the order ``figures`` reads them in), every float has a fixed
+format and times are ISO 8601 UTC with a ``Z``: the same figures always give the same bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+
+from audits.reporting.figures import QUANTILE_METHOD, QUANTILES, Completeness, ReportData
+from latencyboard.sketches.buckets import RELATIVE_ERROR
+
+
+def moment(value: dt.datetime | None) -> str:
+    if value is None:
+        return ""
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def percent(value: float | None) -> str:
+    return "" if value is None else f"{value:.6f}"
+
+
+def ms(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def decimal(value: Decimal) -> str:
+    return f"{value:.5f}"
+
+
+def _csv(header: Sequence[str], rows: Iterable[Sequence[object]]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue().encode()
+
+
+def attainment(data: ReportData) -> bytes:
+    header = [
+        "objective_id",
+        "objective",
+        "pipeline",
+        "stage",
+        "version",
+        "threshold_ms",
+        "target_percent",
+        "period",
+        "start",
+        "end",
+        "good",
+        "total",
+        "bad",
+        "attainment_percent",
+        "met",
+        "allowed_bad",
+        "budget_consumed_percent",
+        "maintenance_good",
+        "maintenance_total",
+    ]
+    rows = [
+        (
+            a.objective_id,
+            a.objective,
+            a.pipeline,
+            a.stage,
+            a.version,
+            ms(a.threshold_ms),
+            f"{a.budget.target_percent:.3f}",
+            a.period.label,
+            moment(a.period.start),
+            moment(a.period.end),
+            a.budget.good,
+            a.budget.total,
+            a.budget.bad,
+            percent(a.budget.attainment_percent),
+            "" if a.budget.met is None else ("yes" if a.budget.met else "no"),
+            decimal(a.budget.allowed_bad),
+            percent(a.budget.consumed_percent),
+            a.excluded.good,
+            a.excluded.total,
+        )
+        for a in data.attainment
+    ]
+    return _csv(header, rows)
+
+
+def maintenance(data: ReportData) -> bytes:
+    header = [
+        "objective_id",
+        "window_id",
+        "covers",
+        "start",
+        "end",
+        "reason",
+        "declared_by",
+        "declared_at",
+    ]
+    rows = [
+        (
+            e.objective_id,
+            e.window_id,
+            e.covers,
+            moment(e.start),
+            moment(e.end),
+            e.reason,
+            e.created_by,
+            moment(e.created_at),
+        )
+        for e in data.exclusions
+    ]
+    return _csv(header, rows)
+
+
+def _level(q: float) -> str:
+    return f"p{q * 100:g}"
+
+
+def percentiles(data: ReportData) -> bytes:
+    header = [
+        "pipeline",
+        "stage",
+        "month",
+        "days",
+        "n",
+        *(f"{_level(q)}_ms" for q in QUANTILES),
+        "method",
+        "relative_error",
+    ]
+    rows = [
+        (
+            p.pipeline,
+            p.stage,
+            p.month,
+            p.days,
+            p.n,
+            *(ms(v) for v in p.values),
+            f"sketch/{QUANTILE_METHOD}",
+            f"{RELATIVE_ERROR:g}",
+        )
+        for p in data.percentiles
+    ]
+    return _csv(header, rows)
+
+
+def covered(row: Completeness) -> str:
+    """Whether the objective's counters cover the month: never implied when they do not."""
+    if row.counters_from is None:
+        return "no: no counters"
+    if row.counters_from >= row.period.end:
+        return "no: counters start later"
+    if row.counters_from > row.period.start:
+        return f"partly: no counters before {moment(row.counters_from)}"
+    return "yes"
+
+
+def completeness(data: ReportData) -> bytes:
+    header = [
+        "objective_id",
+        "objective",
+        "month",
+        "start",
+        "end",
+        "minutes",
+        "minutes_with_data",
+        "minutes_without_data",
+        "counters_from",
+        "covered",
+    ]
+    rows = [
+        (
+            c.objective_id,
+            c.objective,
+            c.period.label,
+            moment(c.period.start),
+            moment(c.period.end),
+            c.minutes,
+            c.minutes_with_data,
+            c.minutes - c.minutes_with_data,
+            moment(c.counters_from),
+            covered(c),
+        )
+        for c in data.completeness
+    ]
+    return _csv(header, rows)
+
+
+def ingest(data: ReportData) -> bytes:
+    rows = [(i.month, i.stored_spans, i.rejected_spans) for i in data.ingest]
+    return _csv(["month", "stored_spans", "rejected_spans"], rows)
+
+
+def versions(data: ReportData) -> bytes:
+    header = [
+        "objective_id",
+        "objective",
+        "version",
+        "name",
+        "threshold_ms",
+        "target_percent",
+        "effective_from",
+        "effective_until",
+    ]
+    rows = [
+        (
+            v.objective_id,
+            v.objective,
+            v.version.number,
+            v.version.name,
+            ms(v.version.threshold_ms),
+            f"{v.version.target_percent:.3f}",
+            moment(v.version.effective_from),
+            moment(v.version.effective_until),
+        )
+        for v in data.versions
+    ]
+    return _csv(header, rows)
+
+
+def changes(data: ReportData) -> bytes:
+    rows = [(moment(c.at), c.actor, c.action, c.subject, c.detail) for c in data.changes]
+    return _csv(["at", "actor", "action", "subject", "detail"], rows)
+
+
+def csv_files(data: ReportData) -> dict[str, bytes]:
+    """Every table of the report, by file name."""
+    return {
+        "attainment.csv": attainment(data),
+        "maintenance.csv": maintenance(data),
+        "percentiles.csv": percentiles(data),
+        "completeness.csv": completeness(data),
+        "ingest.csv": ingest(data),
+        "objective_versions.csv": versions(data),
+        "objective_changes.csv": changes(data),
+    }

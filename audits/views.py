@@ -1,0 +1,144 @@
+"""The audit pages: quarterly reports (list, request, files) and the audit log (page, CSV).
+
+Auditors and admins of a team see its reports and log; to everyone else they do not exist
+(404). Requesting a report and every download are recorded in the audit log.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from audits import queries, services
+from audits.forms import ReportForm
+from audits.log import record
+from audits.models import ReportStatus
+from latencyboard.audit_trail import Subject
+
+LOG_PAGE_ROWS = 200
+_PENDING = (ReportStatus.QUEUED, ReportStatus.RUNNING)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def report_list(request: HttpRequest) -> HttpResponse:
+    """GET lists the reports of the user's audited teams; POST requests a new one."""
+    assert isinstance(request.user, User)  # login_required
+    teams = queries.audited_teams(request.user)
+    now = timezone.now()
+    initial = {"year": now.year, "quarter": (now.month - 1) // 3 + 1}
+    form = ReportForm(request.POST or None, teams=teams, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            report = services.request_report(
+                request,
+                data["team"],
+                data["year"],
+                data["quarter"],
+                list(data["pipelines"]) or None,
+                request.user,
+                now,
+            )
+        except ValidationError as error:
+            form.add_error(None, error)
+        else:
+            messages.success(request, f"Report #{report.pk} queued: it is built in the background.")
+            return redirect("audits:report-list")
+    reports = list(queries.reports_of(request.user)[:100])
+    context = {
+        "form": form,
+        "reports": reports,
+        "has_teams": teams.exists(),
+        "pending": any(r.status in _PENDING for r in reports),
+    }
+    return render(request, "audits/reports.html", context, status=400 if form.errors else 200)
+
+
+@login_required
+@require_GET
+def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
+    report = get_object_or_404(queries.reports_of(request.user), pk=report_id)
+    files = report.files.order_by("name").only("name", "sha256", "content_type")
+    context = {"report": report, "files": files, "pending": report.status in _PENDING}
+    return render(request, "audits/report.html", context)
+
+
+@login_required
+@require_GET
+def report_file(request: HttpRequest, report_id: int, file_name: str) -> HttpResponse:
+    report = get_object_or_404(queries.reports_of(request.user), pk=report_id)
+    stored = get_object_or_404(report.files, name=file_name)
+    record(request, "report.downloaded", services.report_subject(report), {"file": stored.name})
+    response = HttpResponse(bytes(stored.content), content_type=stored.content_type)
+    response["Content-Disposition"] = (
+        f'attachment; filename="report-{report.pk}-{report.year}q{report.quarter}-{stored.name}"'
+    )
+    return response
+
+
+@login_required
+@require_GET
+def audit_log(request: HttpRequest) -> HttpResponse:
+    events = queries.events_of(request.user).order_by("-at", "-id")[:LOG_PAGE_ROWS]
+    context = {
+        "events": events,
+        "has_teams": queries.audited_teams(request.user).exists(),
+        "page_rows": LOG_PAGE_ROWS,
+    }
+    return render(request, "audits/log.html", context)
+
+
+_LOG_COLUMNS = [
+    "at",
+    "team_id",
+    "actor_id",
+    "actor",
+    "action",
+    "subject_type",
+    "subject_id",
+    "subject",
+    "detail",
+    "ip",
+    "user_agent",
+]
+
+
+@login_required
+@require_GET
+def audit_log_csv(request: HttpRequest) -> HttpResponse:
+    """Every event the user may read, oldest first; the export itself is recorded per team."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(_LOG_COLUMNS)
+    for e in queries.events_of(request.user).iterator():
+        writer.writerow(
+            [
+                e.at.isoformat(),
+                e.team_id or "",
+                e.actor_id or "",
+                e.actor_username,
+                e.action,
+                e.subject_type,
+                e.subject_id,
+                e.subject_label,
+                json.dumps(e.detail, sort_keys=True, ensure_ascii=False),
+                e.ip or "",
+                e.user_agent,
+            ]
+        )
+    for team in queries.audited_teams(request.user):
+        record(request, "audit_log.exported", Subject("team", team.pk, team.name, team.pk))
+    response = HttpResponse(out.getvalue().encode(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="audit-log.csv"'
+    return response
