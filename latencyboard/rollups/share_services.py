@@ -139,7 +139,7 @@ _IDLE: Final = _Step(0, 0, 0, more=False)
 
 REQUESTS_PER_STEP: Final = 20_000
 """Requests one step reads at most, unless its first minute alone has more. A step holds all
-their spans at once (some 250 bytes a span at the peak, ~35 MB for 20,000 requests of seven
+their spans at once (some 500 bytes a span at the peak, ~70 MB for 20,000 requests of seven
 spans): this, not ``minutes_per_step``, bounds a worker's memory through a backlog."""
 
 
