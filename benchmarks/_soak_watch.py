@@ -3,6 +3,7 @@ watchdog, the three faults and the final books, all against the stack's own data
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from typing import Any
@@ -65,18 +66,32 @@ class Sampler(threading.Thread):
             self.samples.append(sample)
 
 
-def memory_growth(samples: list[dict[str, Any]], after: float) -> dict[str, dict[str, float]]:
-    """Per component: PSS at the end of the warm-up, at the end, and the growth between."""
+def memory_growth(
+    samples: list[dict[str, Any]], after: float, window: float
+) -> dict[str, dict[str, float]]:
+    """Per component: PSS at the end of the warm-up, at the end, the peak, and the growth of
+    its level: the median of the last ``window`` seconds over that of the first.
+
+    The level, not the two single samples, says whether memory grows: a sample taken while
+    the worker runs a stage-share step sees that step's arrays (~100 MB for a few seconds),
+    which the next task no longer holds. Both are kept (``growth`` is sample to sample).
+    """
     steady = [s for s in samples if s["t"] >= after]
+    first_window = [s for s in steady if s["t"] < steady[0]["t"] + window]
+    last_window = [s for s in steady if s["t"] > steady[-1]["t"] - window]
     growth = {}
     for name in steady[0]["pss"]:
         first, last = steady[0]["pss"][name], steady[-1]["pss"][name]
-        peak = max(s["pss"][name] for s in steady)
+        level_from = statistics.median(s["pss"][name] for s in first_window)
+        level_to = statistics.median(s["pss"][name] for s in last_window)
         growth[name] = {
             "after_warmup_mib": first,
             "end_mib": last,
-            "peak_mib": peak,
+            "peak_mib": max(s["pss"][name] for s in steady),
             "growth": round((last - first) / first, 3) if first else 0.0,
+            "first_median_mib": level_from,
+            "last_median_mib": level_to,
+            "level_growth": round((level_to - level_from) / level_from, 3) if level_from else 0.0,
         }
     return growth
 

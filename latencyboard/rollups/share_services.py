@@ -44,11 +44,12 @@ TRACE_REACH: Final = dt.timedelta(hours=1)
 """How far before and after its root's minute a span of the request is looked for: an
 inference request lasts far less, and the bound keeps the read to one or two partitions."""
 
-_FIRST_ROOT = """
+# The start of the request after the first ``offset`` ones (the partial index of roots).
+_NTH_ROOT = """
 SELECT start_time FROM spans_span
 WHERE pipeline_id = %(pipeline)s AND is_root AND start_time >= %(start)s AND start_time < %(end)s
 ORDER BY start_time
-LIMIT 1
+OFFSET %(offset)s LIMIT 1
 """
 # The trace ids are collected first (pipeline_time index), then their spans are found by
 # the primary key (team_id, trace_id, …) rather than by scanning the pipeline's hours.
@@ -136,6 +137,11 @@ class _Step:
 
 _IDLE: Final = _Step(0, 0, 0, more=False)
 
+REQUESTS_PER_STEP: Final = 20_000
+"""Requests one step reads at most, unless its first minute alone has more. A step holds all
+their spans at once (some 500 bytes a span at the peak, ~70 MB for 20,000 requests of seven
+spans): this, not ``minutes_per_step``, bounds a worker's memory through a backlog."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Level:
@@ -149,13 +155,18 @@ _DAYS: Final = _Level(Resolution.HOUR, Resolution.DAY, DAY)
 
 
 def compute_stage_shares(
-    now: dt.datetime, *, seconds: float, minutes_per_step: int = 15
+    now: dt.datetime,
+    *,
+    seconds: float,
+    minutes_per_step: int = 15,
+    requests_per_step: int = REQUESTS_PER_STEP,
 ) -> ShareResult:
     """Write the stage shares of every pipeline minute that ended ``STAGE_SHARE_GRACE_SECONDS``
     before ``now`` and is not written yet, then apply retention.
 
     Pipelines take turns, one step (one transaction, at most ``minutes_per_step`` minutes
-    from the first one with a request) each, until all are caught up or ``seconds`` have
+    from the first one with a request, and no more whole minutes than hold
+    ``requests_per_step`` requests: at least one) each, until all are caught up or ``seconds`` have
     passed; a pipeline another worker is stepping is skipped. A new pipeline starts from
     the oldest raw spans kept (``RETENTION_DAYS``), its minutes without requests skipped.
     The live pages of each pipeline with new minutes then hear a ``stage_shares`` event.
@@ -168,7 +179,14 @@ def compute_stage_shares(
     changed: set[int] = set()
     while pending and time.monotonic() - started < seconds:
         pipeline_id, team_id = pending.popleft()
-        step = _step(pipeline_id, team_id, ready=ready, oldest=oldest, minutes=minutes_per_step)
+        step = _step(
+            pipeline_id,
+            team_id,
+            ready=ready,
+            oldest=oldest,
+            minutes=minutes_per_step,
+            requests=requests_per_step,
+        )
         minutes += step.minutes
         requests += step.requests
         spans += step.spans
@@ -193,12 +211,19 @@ def compute_stage_shares(
 
 
 def _step(
-    pipeline_id: int, team_id: int, *, ready: dt.datetime, oldest: dt.datetime, minutes: int
+    pipeline_id: int,
+    team_id: int,
+    *,
+    ready: dt.datetime,
+    oldest: dt.datetime,
+    minutes: int,
+    requests: int,
 ) -> _Step:
     """Replace one pipeline's rows from its watermark up to a new one, and move it there.
 
     The new watermark is ``minutes`` past the minute of the first request after the old one
-    (``ready`` when there is none, or when it comes sooner).
+    (``ready`` when there is none, or when it comes sooner), or sooner: the minute of the
+    request after the first ``requests`` ones, but at least one minute past the first.
     """
     with transaction.atomic():
         StageShareWatermark.objects.bulk_create(
@@ -214,14 +239,17 @@ def _step(
         if done_until is None or done_until >= ready:
             return _IDLE
         cursor = psycopg_cursor(server_side_binding=False)
-        first_root = cursor.execute(
-            _FIRST_ROOT, {"pipeline": pipeline_id, "start": done_until, "end": ready}
-        ).fetchone()
+        window = {"pipeline": pipeline_id, "start": done_until, "end": ready}
+        first_root = cursor.execute(_NTH_ROOT, {**window, "offset": 0}).fetchone()
         if first_root is None:
             end, span_count, rows = ready, 0, []
         else:
             start = floor_to(first_root[0], MINUTE)
             end = min(start + minutes * MINUTE, ready)
+            # A step's spans are in memory at once: a backlog is taken a bounded bite at a time.
+            past_budget = cursor.execute(_NTH_ROOT, {**window, "offset": requests}).fetchone()
+            if past_budget is not None:
+                end = min(end, max(floor_to(past_budget[0], MINUTE), start + MINUTE))
             spans = _read_trace_spans(cursor, team_id, pipeline_id, start, end)
             # The traces may hold other roots of the pipeline, of minutes outside the step.
             rows = [

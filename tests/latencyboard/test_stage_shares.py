@@ -11,6 +11,7 @@ import datetime as dt
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -545,6 +546,33 @@ def test_steps_skip_quiet_minutes_and_sum_hours_and_days(writer):
         ("preprocess", DAY): (2, 20.0, 2, 20.0, 300.0, 300.0),
     }
     assert watermark(team) == later + MINUTE
+
+
+@db
+def test_a_backlog_is_read_in_steps_of_bounded_requests(writer, monkeypatch):
+    # given four requests in minute T0, then one in each of the next two minutes
+    team = make_team()
+    store_hand_built(writer, team)
+    store(writer, team, decoded(SEQUENTIAL, T0 + MINUTE + dt.timedelta(seconds=5)))
+    store(writer, team, decoded(NESTED, T0 + 2 * MINUTE + dt.timedelta(seconds=5)))
+    reads: list[tuple[dt.datetime, dt.datetime, int]] = []
+    read = share_services._read_trace_spans
+
+    def recorded(*args: Any) -> shares.TraceSpans:
+        spans = read(*args)
+        reads.append((args[3], args[4], int(spans.is_root.sum())))
+        return spans
+
+    monkeypatch.setattr(share_services, "_read_trace_spans", recorded)
+
+    # when the three minutes are computed at most two requests a step
+    result = compute_stage_shares(T0 + 3 * MINUTE + GRACE, seconds=60, requests_per_step=2)
+
+    # then T0 is a step of its own (a minute is never split), the other two share one
+    assert reads == [(T0, T0 + MINUTE, 4), (T0 + MINUTE, T0 + 3 * MINUTE, 2)]
+    assert result == ShareResult(minutes=3, requests=6, spans=23, behind=0)
+    assert {key: value for key, value in rows(team).items() if key[1] == T0} == expected_rows(T0)
+    assert watermark(team) == T0 + 3 * MINUTE
 
 
 @db
