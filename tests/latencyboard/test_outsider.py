@@ -1,13 +1,13 @@
 """Every route of the project, walked as an outsider: nothing of another team comes back.
 
 Team A has a pipeline with spans, an SLA objective with a maintenance window, an API token,
-and an alert rule with a channel and a firing alert. A user of team B (an admin there, so no
-page refuses them for their role) asks every URL pattern (pages and API, signed in and with
-a team-B API token) and every WebSocket route, with the path parameters naming A's objects
-and query parameters and bodies naming them too. Routes with A's objects in the path answer
-404 (405 for a method the route does not take); every other answer is under 500 and shows
-none of A's names or trace ids; A's rows are unchanged at the end; a socket to A's pipeline
-is refused and hears nothing.
+an alert rule with a channel and a firing alert, and an audit report with a file. A user of
+team B (an admin there, so no page refuses them for their role) asks every URL pattern
+(pages and API, signed in and with a team-B API token) and every WebSocket route, with the
+path parameters naming A's objects and query parameters and bodies naming them too. Routes
+with A's objects in the path answer 404 (405 for a method the route does not take); every
+other answer is under 500 and shows none of A's names or trace ids; A's rows are unchanged
+at the end; a socket to A's pipeline is refused and hears nothing.
 
 The routes are read from the URL resolvers, not listed here: a route added later is walked
 without anyone remembering, and one whose path parameters :data:`PATH_OBJECTS` does not know
@@ -21,6 +21,7 @@ are the same for everyone and are not served by the URL configuration.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ from django.urls.resolvers import RegexPattern, RoutePattern
 from django.utils import timezone
 from rest_framework.views import APIView
 
+from audits.models import Report, ReportFile, ReportStatus
 from latencyboard.alerts.models import Alert, AlertStatus, Channel, ChannelKind, Rule
 from latencyboard.apitokens.models import ApiToken, Scope
 from latencyboard.apitokens.services import issue_api_token
@@ -72,6 +74,7 @@ class Secret:
     rule: Rule
     channel: Channel
     alert: Alert
+    report_file: ReportFile
 
     @property
     def markers(self) -> list[str]:
@@ -87,6 +90,7 @@ class Secret:
             self.channel.name,
             self.channel.target,
             self.alert.summary,
+            self.report_file.content.decode(),
         ]
 
 
@@ -100,6 +104,8 @@ PATH_OBJECTS: dict[str, Callable[[Secret], str]] = {
     "rule_id": lambda a: str(a.rule.pk),
     "channel_id": lambda a: str(a.channel.pk),
     "alert_id": lambda a: str(a.alert.pk),
+    "report_id": lambda a: str(a.report_file.report_id),
+    "file_name": lambda a: a.report_file.name,
 }
 
 
@@ -229,8 +235,35 @@ def secret() -> Secret:
         summary="alpha-hidden-alert-5521",
         started_at=now,
     )
+    report = Report.objects.create(
+        team=team,
+        year=now.year,
+        quarter=1,
+        pipeline_ids=[pipeline.pk],
+        requested_by=admin,
+        requested_at=now,
+        status=ReportStatus.DONE,
+    )
+    content = b"alpha-hidden-report-5521"
+    report_file = ReportFile.objects.create(
+        report=report,
+        name="attainment.csv",
+        content_type="text/csv",
+        content=content,
+        sha256=hashlib.sha256(content).hexdigest(),
+    )
     return Secret(
-        team, pipeline, stage, ids.trace_hex(trace), objective, window, token, rule, channel, alert
+        team,
+        pipeline,
+        stage,
+        ids.trace_hex(trace),
+        objective,
+        window,
+        token,
+        rule,
+        channel,
+        alert,
+        report_file,
     )
 
 
@@ -268,6 +301,7 @@ def rows_of(a: Secret) -> dict[str, Any]:
         "rules": list(Rule.objects.filter(pipeline__team=a.team).values()),
         "channels": list(Channel.objects.filter(team=a.team).values()),
         "alerts": list(Alert.objects.filter(pipeline__team=a.team).values()),
+        "reports": list(Report.objects.filter(team=a.team).values()),
     }
 
 
