@@ -10,6 +10,7 @@ from latencyboard.rollups import windows
 from latencyboard.rollups.models import Rollup
 from latencyboard.rollups.queries import stored_rows
 from latencyboard.sketches.sketch import Sketch, merge_many
+from latencyboard.storage import tables
 
 
 def stage_sketches(
@@ -18,7 +19,9 @@ def stage_sketches(
     """Each stage's latencies over ``[start, end)`` (key ``None``: end to end), merged from
     the rollup rows the percentile pages would read for a ``step`` grid (coarse rows where
     they exist, finer ones for the newest part): so a baseline counts every span once."""
-    plan = windows.plan_window(start, end, int(step.total_seconds()), stored_rows(Rollup, pipeline))
+    plan = windows.plan_window(
+        start, end, int(step.total_seconds()), stored_rows(tables.ROLLUP, pipeline.pk)
+    )
     blobs: dict[int | None, list[bytes]] = defaultdict(list)
     for segment in plan.segments:
         rows = Rollup.objects.filter(
