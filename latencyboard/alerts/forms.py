@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 
 from latencyboard.alerts.channels import check_channel
 from latencyboard.alerts.models import Channel, Rule
+from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Team
 
@@ -24,7 +25,7 @@ class ResolveForm(forms.Form):
 
 class ChannelForm(forms.ModelForm):
     """The secret is never rendered back; left empty on an edit, the stored one stays (a new
-    webhook channel gets a generated signing key)."""
+    webhook channel gets a generated signing key). So is a Slack webhook URL, a secret too."""
 
     secret = forms.CharField(
         required=False,
@@ -40,8 +41,17 @@ class ChannelForm(forms.ModelForm):
     def __init__(self, *args: Any, teams: QuerySet[Team], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams  # type: ignore[attr-defined]
+        if self.instance.pk and self.instance.kind == ChannelKind.SLACK:
+            self.initial["target"] = ""
+            self.fields["target"].required = False
+            self.fields[
+                "target"
+            ].help_text = f"Now {self.instance.target_hint}. Left empty: unchanged."
 
     def clean(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        if not data.get("target") and self.instance.kind == ChannelKind.SLACK:
+            data["target"] = self.instance.target
         return clean_channel(self, self.instance)
 
 

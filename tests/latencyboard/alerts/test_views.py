@@ -179,6 +179,25 @@ def test_a_slack_channel_shows_its_webhook_url_masked(client):
     ]
 
 
+def test_a_slack_channel_edited_with_an_empty_target_keeps_its_url_and_never_shows_it(client):
+    scene = make_scene()
+    url = "https://hooks.slack.com/services/T000/B000/XXXXsecretpart"
+    slack = Channel.objects.create(team=scene.team, name="slack", kind="slack", target=url)
+    client.force_login(make_user(scene.team, Role.ADMIN))
+    edit = reverse("alerts:channel-edit", kwargs={"channel_id": slack.pk})
+
+    form_page = client.get(edit).content.decode()
+    answer = client.post(
+        edit, channel_form(team=scene.team.pk, name="ops", kind="slack", target="")
+    )
+
+    assert "secretpart" not in form_page
+    assert "Now https://hooks.slack.com/…part. Left empty: unchanged." in form_page
+    assert answer.status_code == 302
+    slack.refresh_from_db()
+    assert (slack.name, slack.target) == ("ops", url)
+
+
 def test_an_admin_sends_a_test_through_the_outbox_and_reads_it_in_the_delivery_log(
     client, receiver: Receiver
 ):
