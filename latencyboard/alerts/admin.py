@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from latencyboard.alerts.forms import clean_channel
 from latencyboard.alerts.models import (
     Alert,
     AlertEvent,
@@ -27,14 +28,14 @@ class ChannelAdminForm(forms.ModelForm):
         model = Channel
         fields = ["team", "name", "kind", "target", "secret", "enabled"]
 
-    def clean_secret(self) -> str:
-        return self.cleaned_data["secret"] or (self.instance.secret if self.instance.pk else "")
+    def clean(self) -> dict[str, Any]:
+        return clean_channel(self, self.instance)
 
 
 @admin.register(Channel)
 class ChannelAdmin(admin.ModelAdmin):
     form = ChannelAdminForm
-    list_display = ["name", "team", "kind", "target", "secret_hint", "enabled"]
+    list_display = ["name", "team", "kind", "target_hint", "secret_hint", "enabled"]
     list_filter = ["kind", "enabled", "team"]
 
 

@@ -27,6 +27,7 @@ from latencyboard.alerts.serializers import (
     AlertDetailSerializer,
     AlertSerializer,
     ChannelSerializer,
+    DeliverySerializer,
     ResolveSerializer,
     RuleSerializer,
 )
@@ -172,3 +173,13 @@ class ChannelViewSet(_AdminWrites, viewsets.ModelViewSet[Channel]):
 
     def team_of(self, instance: Channel) -> int:
         return instance.team_id
+
+    @extend_schema(
+        summary="Send a test notification through the outbox (team admins)",
+        request=None,
+        responses={202: DeliverySerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def test(self, request: Request, channel_id: str | None = None) -> Response:
+        delivery = services.send_test(self.get_object(), request.user, timezone.now())
+        return Response(DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)

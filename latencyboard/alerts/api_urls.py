@@ -37,4 +37,9 @@ urlpatterns = [
         ),
         name="api-alert-channel",
     ),
+    path(
+        "alert-channels/<int:channel_id>/test/",
+        ChannelViewSet.as_view({"post": "test"}),
+        name="api-alert-channel-test",
+    ),
 ]

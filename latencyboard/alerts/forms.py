@@ -5,7 +5,9 @@ from typing import Any
 from django import forms
 from django.db.models import QuerySet
 
+from latencyboard.alerts.channels import check_channel
 from latencyboard.alerts.models import Channel, Rule
+from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Team
 
@@ -22,13 +24,14 @@ class ResolveForm(forms.Form):
 
 
 class ChannelForm(forms.ModelForm):
-    """The secret is never rendered back; left empty on an edit, the stored one stays."""
+    """The secret is never rendered back; left empty on an edit, the stored one stays (a new
+    webhook channel gets a generated signing key). So is a Slack webhook URL, a secret too."""
 
     secret = forms.CharField(
         required=False,
         max_length=500,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Signing key, PagerDuty routing key… Left empty: unchanged.",
+        help_text="Webhook signing key (whsec_…), PagerDuty routing key… Left empty: unchanged.",
     )
 
     class Meta:
@@ -38,10 +41,30 @@ class ChannelForm(forms.ModelForm):
     def __init__(self, *args: Any, teams: QuerySet[Team], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams  # type: ignore[attr-defined]
+        if self.instance.pk and self.instance.kind == ChannelKind.SLACK:
+            self.initial["target"] = ""
+            self.fields["target"].required = False
+            self.fields[
+                "target"
+            ].help_text = f"Now {self.instance.target_hint}. Left empty: unchanged."
 
-    def clean_secret(self) -> str:
-        given: str = self.cleaned_data["secret"]
-        return given or (self.instance.secret if self.instance.pk else "")
+    def clean(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        if not data.get("target") and self.instance.kind == ChannelKind.SLACK:
+            data["target"] = self.instance.target
+        return clean_channel(self, self.instance)
+
+
+def clean_channel(form: forms.ModelForm, instance: Channel) -> dict[str, Any]:
+    """Checks a channel form's target and secret the way the transport reads them."""
+    data: dict[str, Any] = form.cleaned_data
+    if "kind" in data and "target" in data:
+        stored = instance.secret if instance.pk else ""
+        checked = check_channel(data["kind"], data["target"], data.get("secret", ""), stored)
+        data["secret"] = checked.secret
+        for name, error in checked.errors.items():
+            form.add_error(name, error)
+    return data
 
 
 class RuleForm(forms.ModelForm):

@@ -10,11 +10,10 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from latencyboard.notifications.delivery import mask
+from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Team
-
-SECRET_SHOWN = 4
-"""Trailing characters of a channel secret a page may show; the rest is never sent back."""
 
 
 class Baseline(models.Model):
@@ -43,12 +42,7 @@ class Baseline(models.Model):
         return f"{self.pipeline} {self.stage or 'end-to-end'} baseline (n={self.n})"
 
 
-class ChannelKind(models.TextChoices):
-    WEBHOOK = "webhook", "Webhook (signed)"
-    SLACK = "slack", "Slack"
-    PAGERDUTY = "pagerduty", "PagerDuty"
-    ALERTMANAGER = "alertmanager", "Alertmanager"
-    EMAIL = "email", "Email"
+CHANNEL_KINDS = [(kind.value, kind.label) for kind in ChannelKind]
 
 
 class Channel(models.Model):
@@ -57,7 +51,7 @@ class Channel(models.Model):
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="alert_channels")
     name = models.CharField(max_length=100)
-    kind = models.CharField(max_length=16, choices=ChannelKind.choices)
+    kind = models.CharField(max_length=16, choices=CHANNEL_KINDS)
     target = models.CharField(max_length=500, help_text="URL, or an email address for email.")
     secret = models.CharField(max_length=500, blank=True)
     enabled = models.BooleanField(default=True)
@@ -71,8 +65,13 @@ class Channel(models.Model):
 
     @property
     def secret_hint(self) -> str:
-        """``…abcd`` for a set secret (never more of it), empty when none is set."""
-        return f"…{self.secret[-SECRET_SHOWN:]}" if self.secret else ""
+        """The secret as pages may show it (see ``notifications.delivery.mask``)."""
+        return mask(self.secret)
+
+    @property
+    def target_hint(self) -> str:
+        """The target as pages may show it: a Slack webhook URL is itself a secret."""
+        return mask(self.target) if self.kind == ChannelKind.SLACK else self.target
 
 
 class Severity(models.TextChoices):
@@ -163,6 +162,19 @@ class Alert(models.Model):
         return f"{self.summary} ({self.status})"
 
     @property
+    def severity(self) -> str:
+        """The rule's severity, or a firing burn-rate condition's when that detector fired
+        (page for the 14.4x and 6x pairs, ticket for 3x and 1x): the most urgent of those
+        that fired."""
+        fired = []
+        if self.evidence.get("regression") or not self.evidence.get("burn_rate"):
+            fired.append(self.rule.severity)
+        burn = self.evidence.get("burn_rate")
+        if burn and burn.get("severity"):
+            fired.append(burn["severity"])
+        return Severity.PAGE if Severity.PAGE in fired else Severity.TICKET
+
+    @property
     def stage_name(self) -> str:
         return self.stage.name if self.stage else "end-to-end"
 
@@ -229,14 +241,21 @@ class DeliveryStatus(models.TextChoices):
 
 
 class Delivery(models.Model):
-    """The outbox: one alert event to one channel, and what came of sending it."""
+    """The outbox: one alert event to one channel, and what came of sending it. Without an
+    event it is a channel's "send test", pressed by ``requested_by``."""
 
-    event = models.ForeignKey(AlertEvent, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(
+        AlertEvent, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries"
+    )
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     status = models.CharField(
         max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
     )
     attempts = models.PositiveIntegerField(default=0)
+    queued_at = models.DateTimeField()
     next_attempt_at = models.DateTimeField()
     last_status_code = models.PositiveIntegerField(null=True, blank=True)
     detail = models.CharField(max_length=500, blank=True)
@@ -247,4 +266,5 @@ class Delivery(models.Model):
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
 
     def __str__(self) -> str:
-        return f"{self.event} → {self.channel}: {self.status}"
+        what = self.event if self.event else "test"
+        return f"{what} → {self.channel}: {self.status}"

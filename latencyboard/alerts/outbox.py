@@ -12,17 +12,17 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
-from django.utils.module_loading import import_string
 
 from latencyboard.alerts.backoff import Schedule, next_delay
 from latencyboard.alerts.models import AlertEvent, AlertStatus, Delivery, DeliveryStatus
+from latencyboard.notifications.delivery import deliver
+from latencyboard.notifications.message import channel_test_notice
 from latencyboard.notifications.notice import Action, Attempt, Notice, Severity, Verdict
 
 logger = logging.getLogger(__name__)
 
 Deliver = Callable[[str, str, str, Notice, float], Attempt]
 
-DELIVER_PATH = "latencyboard.notifications.delivery.deliver"
 ACTIONS = {
     AlertStatus.FIRING: Action.TRIGGER,
     AlertStatus.ACKNOWLEDGED: Action.ACKNOWLEDGE,
@@ -63,35 +63,48 @@ def figures(evidence: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(rows)
 
 
-def notice_of(event: AlertEvent) -> Notice:
+def _url(path: str) -> str:
+    return settings.PUBLIC_URL.rstrip("/") + path
+
+
+def notice_of(delivery: Delivery) -> Notice:
+    """What the receivers are told: one transition, or a channel's "send test"."""
+    if delivery.event is None:
+        settings_page = _url(reverse("alerts:settings"))
+        return channel_test_notice(delivery.channel.team.name, settings_page, delivery.queued_at)
+    return event_notice(delivery.event)
+
+
+def event_notice(event: AlertEvent) -> Notice:
     """What the receivers are told of one transition."""
     alert = event.alert
     path = reverse("alerts:detail", kwargs={"alert_id": alert.pk})
     return Notice(
         dedup_key=alert.dedup_key,
         action=ACTIONS[AlertStatus(event.to_status)],
-        severity=Severity(alert.rule.severity),
+        severity=Severity(alert.severity),
         team=alert.pipeline.team.name,
         pipeline=str(alert.pipeline),
         stage=alert.stage.name if alert.stage else "",
         title=alert.summary,
         summary=event.note or alert.summary,
-        url=settings.PUBLIC_URL.rstrip("/") + path,
+        url=_url(path),
         at=event.at,
         figures=figures(alert.evidence),
         actor=event.who.get_username() if event.who else "",
+        started_at=alert.started_at,
     )
 
 
 def send_due(
     now: Callable[[], dt.datetime],
-    deliver: Deliver | None = None,
+    send: Deliver = deliver,
     schedule: Schedule | None = None,
     limit: int = 100,
 ) -> int:
     """Send up to ``limit`` due deliveries, one transaction each (its row locked, so no two
-    workers send it); returns how many were attempted. ``deliver`` defaults to the
-    notifications transport."""
+    workers send it) through ``send`` (the notifications transport; the retry-schedule
+    tests script it); returns how many were attempted."""
     schedule = schedule or Schedule(max_attempts=settings.ALERT_DELIVERY_MAX_ATTEMPTS)
     attempted = 0
     while attempted < limit:
@@ -99,7 +112,10 @@ def send_due(
             delivery = (
                 Delivery.objects.select_for_update(skip_locked=True, of=("self",))
                 .select_related(
-                    "channel", "event__who", "event__alert__rule", "event__alert__pipeline__team"
+                    "channel__team",
+                    "event__who",
+                    "event__alert__rule",
+                    "event__alert__pipeline__team",
                 )
                 .select_related("event__alert__stage")
                 .filter(status__in=DUE, next_attempt_at__lte=now())
@@ -108,8 +124,6 @@ def send_due(
             )
             if delivery is None:
                 break
-            # Imported once something is due: an empty outbox needs no transport.
-            send = deliver or import_string(DELIVER_PATH)
             _attempt(delivery, send, schedule, now)
         attempted += 1
     return attempted
@@ -124,7 +138,7 @@ def _attempt(
             channel.kind,
             channel.target,
             channel.secret,
-            notice_of(delivery.event),
+            notice_of(delivery),
             settings.ALERT_DELIVERY_TIMEOUT_SECONDS,
         )
     else:

@@ -7,7 +7,7 @@ import datetime as dt
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
-from latencyboard.alerts.models import OPEN_STATUSES, Alert, Channel, Rule
+from latencyboard.alerts.models import OPEN_STATUSES, Alert, Channel, Delivery, Rule
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Role, Team
 from latencyboard.teams.queries import teams_of
@@ -44,6 +44,16 @@ def rules_of(user: User | AnonymousUser) -> QuerySet[Rule]:
 
 def channels_of(user: User | AnonymousUser) -> QuerySet[Channel]:
     return Channel.objects.filter(team__in=teams_of(user)).select_related("team")
+
+
+def deliveries_of(user: User | AnonymousUser) -> QuerySet[Delivery]:
+    """The delivery log of the user's teams' channels (alert notifications and tests),
+    newest first."""
+    return (
+        Delivery.objects.filter(channel__team__in=teams_of(user))
+        .select_related("channel", "event__alert", "requested_by")
+        .order_by("-queued_at", "-id")
+    )
 
 
 def admin_teams(user: User | AnonymousUser) -> QuerySet[Team]:

@@ -5,6 +5,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from rest_framework import serializers
 
+from latencyboard.alerts.channels import check_channel
 from latencyboard.alerts.models import Alert, AlertEvent, Channel, Delivery, Rule
 from latencyboard.pipelines.models import Pipeline, Stage
 
@@ -19,11 +20,24 @@ class AlertEventSerializer(serializers.ModelSerializer[AlertEvent]):
 
 class DeliverySerializer(serializers.ModelSerializer[Delivery]):
     channel = serializers.CharField(source="channel.name", read_only=True)
-    action = serializers.CharField(source="event.to_status", read_only=True)
+    action = serializers.SerializerMethodField()
 
     class Meta:
         model = Delivery
-        fields = ["channel", "action", "status", "attempts", "last_status_code", "detail"]
+        fields = [
+            "id",
+            "channel",
+            "action",
+            "status",
+            "attempts",
+            "queued_at",
+            "last_status_code",
+            "detail",
+        ]
+
+    def get_action(self, delivery: Delivery) -> str:
+        """The transition told (``firing``…), or ``test`` for a channel's "send test"."""
+        return delivery.event.to_status if delivery.event else "test"
 
 
 class AlertSerializer(serializers.ModelSerializer[Alert]):
@@ -31,7 +45,7 @@ class AlertSerializer(serializers.ModelSerializer[Alert]):
     pipeline_id = serializers.IntegerField(read_only=True)
     stage = serializers.CharField(source="stage_name", read_only=True)
     rule = serializers.CharField(source="rule.name", read_only=True)
-    severity = serializers.CharField(source="rule.severity", read_only=True)
+    severity = serializers.CharField(read_only=True)
 
     class Meta:
         model = Alert
@@ -69,7 +83,9 @@ class ResolveSerializer(serializers.Serializer[Any]):
 
 
 class ChannelSerializer(serializers.ModelSerializer[Channel]):
-    """The secret is write-only: reads show ``secret_hint`` (its last characters)."""
+    """The secret is write-only: reads show ``secret_hint`` (masked), and a Slack target
+    (itself a secret) masked. Left empty, the stored secret stays; a new webhook channel
+    without one gets a generated signing key."""
 
     secret = serializers.CharField(
         write_only=True, required=False, allow_blank=True, max_length=500
@@ -86,10 +102,20 @@ class ChannelSerializer(serializers.ModelSerializer[Channel]):
         fields["team"].queryset = self.context["admin_teams"]  # type: ignore[attr-defined]
         return fields
 
-    def update(self, instance: Channel, validated_data: dict[str, Any]) -> Channel:
-        if not validated_data.get("secret"):
-            validated_data.pop("secret", None)  # left empty: the stored secret stays
-        return super().update(instance, validated_data)
+    def to_representation(self, instance: Channel) -> dict[str, Any]:
+        shown: dict[str, Any] = super().to_representation(instance)
+        shown["target"] = instance.target_hint
+        return shown
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        kind = attrs.get("kind", self.instance.kind if self.instance else "")
+        target = attrs.get("target", self.instance.target if self.instance else "")
+        stored = self.instance.secret if self.instance else ""
+        checked = check_channel(kind, target, attrs.get("secret", ""), stored)
+        if checked.errors:
+            raise serializers.ValidationError(checked.errors)
+        attrs["secret"] = checked.secret
+        return attrs
 
 
 class RuleSerializer(serializers.ModelSerializer[Rule]):

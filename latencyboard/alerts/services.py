@@ -18,6 +18,7 @@ from latencyboard.alerts.models import (
     Alert,
     AlertEvent,
     AlertStatus,
+    Channel,
     Delivery,
     Rule,
     Silence,
@@ -63,6 +64,27 @@ def suppressed_by(alert: Alert, now: dt.datetime) -> str | None:
     return None
 
 
+def _send_after_commit() -> None:
+    # Imported here: the tasks module imports this one.
+    from latencyboard.alerts.tasks import send_deliveries
+
+    transaction.on_commit(send_deliveries.delay)
+
+
+def send_test(channel: Channel, user: User | AnonymousUser, now: dt.datetime) -> Delivery:
+    """Queue a "send test" of ``channel`` (team admins): it goes through the outbox like an
+    alert's notification, so its outcome shows in the delivery log."""
+    if not isinstance(user, User) or not has_role(user, channel.team, *ADMINS):
+        raise PermissionDenied("Only team admins test channels.")
+    with transaction.atomic():
+        delivery = Delivery.objects.create(
+            channel=channel, requested_by=user, queued_at=now, next_attempt_at=now, updated_at=now
+        )
+        _send_after_commit()
+    logger.info("alerts.channel_test", extra={"channel_id": channel.pk, "user_id": user.pk})
+    return delivery
+
+
 def record_event(
     alert: Alert,
     from_status: str,
@@ -89,13 +111,12 @@ def record_event(
     if held is None:
         channels = alert.rule.channels.filter(enabled=True)
         Delivery.objects.bulk_create(
-            Delivery(event=event, channel=channel, next_attempt_at=now, updated_at=now)
+            Delivery(
+                event=event, channel=channel, queued_at=now, next_attempt_at=now, updated_at=now
+            )
             for channel in channels
         )
-        # Imported here: the tasks module imports this one.
-        from latencyboard.alerts.tasks import send_deliveries
-
-        transaction.on_commit(send_deliveries.delay)
+        _send_after_commit()
     logger.info(
         "alerts.transition",
         extra={"alert_id": alert.pk, "from": from_status, "to": to_status, "held": bool(held)},

@@ -18,4 +18,5 @@ urlpatterns = [
     path("rules/<int:rule_id>/", views.rule_edit, name="rule-edit"),
     path("channels/new/", views.channel_edit, name="channel-new"),
     path("channels/<int:channel_id>/", views.channel_edit, name="channel-edit"),
+    path("channels/<int:channel_id>/test/", views.channel_test, name="channel-test"),
 ]

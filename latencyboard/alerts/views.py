@@ -25,6 +25,8 @@ from latencyboard.alerts.forms import ChannelForm, ResolveForm, RuleForm, Silenc
 from latencyboard.alerts.models import Alert, Delivery
 from latencyboard.teams.queries import has_role
 
+DELIVERY_LOG_ROWS = 50
+
 
 @login_required
 @require_GET
@@ -144,6 +146,8 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         {
             "rules": queries.rules_of(request.user),
             "channels": queries.channels_of(request.user),
+            "deliveries": queries.deliveries_of(request.user)[:DELIVERY_LOG_ROWS],
+            "admin_team_ids": set(queries.admin_teams(request.user).values_list("pk", flat=True)),
             "is_admin": queries.admin_teams(request.user).exists(),
         },
     )
@@ -184,3 +188,12 @@ def channel_edit(request: HttpRequest, channel_id: int | None = None) -> HttpRes
         if not has_role(request.user, channel.team, *services.ADMINS):
             raise PermissionDenied("Only team admins change channels.")
     return _edit(request, ChannelForm, channel, "channel")
+
+
+@login_required
+@require_POST
+def channel_test(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channel = get_object_or_404(queries.channels_of(request.user), pk=channel_id)
+    services.send_test(channel, request.user, timezone.now())
+    messages.success(request, f"Test notification queued for “{channel.name}”: see the log.")
+    return redirect(reverse("alerts:settings") + "#deliveries")

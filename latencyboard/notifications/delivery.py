@@ -77,6 +77,19 @@ def validate_target(kind: str, target: str) -> str | None:
     return None
 
 
+def validate_secret(kind: str, secret: str) -> str | None:
+    """What is wrong with ``secret`` for a channel of ``kind``, or None (for the channel form).
+    An empty webhook secret is fine here: the form generates one."""
+    if kind == ChannelKind.WEBHOOK and secret:
+        try:
+            webhook.secret_key(secret)
+        except webhook.BadSecretError as exc:
+            return str(exc)
+    if kind == ChannelKind.PAGERDUTY and not secret:
+        return "give the integration's routing key"
+    return None
+
+
 def mask(secret: str) -> str:
     """A secret as it may be shown back: its kind and at most its last 4 characters."""
     if not secret:

@@ -28,6 +28,20 @@ class ChannelKind(StrEnum):
     ALERTMANAGER = "alertmanager"
     EMAIL = "email"
 
+    @property
+    def label(self) -> str:
+        """What a person picking a channel kind reads."""
+        return KIND_LABELS[self]
+
+
+KIND_LABELS = {
+    ChannelKind.WEBHOOK: "Webhook (signed)",
+    ChannelKind.SLACK: "Slack",
+    ChannelKind.PAGERDUTY: "PagerDuty",
+    ChannelKind.ALERTMANAGER: "Alertmanager",
+    ChannelKind.EMAIL: "Email",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class HttpMessage:

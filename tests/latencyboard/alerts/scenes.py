@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from latencyboard.alerts.models import Channel, ChannelKind, Rule
+from latencyboard.alerts.models import Channel, Rule
+from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import Rollup
 from latencyboard.sketches.sketch import Sketch
@@ -16,6 +17,7 @@ from tests.factories import make_team
 
 NOW = dt.datetime(2026, 3, 10, 12, 0, 30, tzinfo=dt.UTC)
 MINUTE = dt.timedelta(minutes=1)
+HOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 @dataclass
@@ -32,7 +34,11 @@ def make_scene(**rule_fields: object) -> Scene:
     pipeline = Pipeline.objects.create(team=team, service_name="fraud-scorer")
     stage = Stage.objects.create(pipeline=pipeline, name="model_forward")
     channel = Channel.objects.create(
-        team=team, name="hook", kind=ChannelKind.WEBHOOK, target="http://127.0.0.1:9/", secret="s"
+        team=team,
+        name="hook",
+        kind=ChannelKind.WEBHOOK,
+        target="http://127.0.0.1:9/",
+        secret=HOOK_SECRET,
     )
     rule = Rule.objects.create(pipeline=pipeline, name="model_forward tail", **rule_fields)
     rule.stages.add(stage)

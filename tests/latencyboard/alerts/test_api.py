@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from latencyboard.alerts.models import Alert, AlertEvent, AlertStatus, Channel, Rule
+from latencyboard.alerts.models import Alert, AlertEvent, AlertStatus, Channel, Delivery, Rule
 from latencyboard.alerts.services import record_event
 from latencyboard.teams.models import Role
 from tests.factories import make_team, make_user
@@ -257,4 +257,47 @@ def test_openapi_schema_documents_the_alerts_api(client):
         "/api/alert-rules/{rule_id}/",
         "/api/alert-channels/",
         "/api/alert-channels/{channel_id}/",
+        "/api/alert-channels/{channel_id}/test/",
     } <= set(schema["paths"])
+
+
+def test_a_webhook_channel_created_without_a_secret_gets_a_signing_key_and_a_bad_one_is_refused(
+    client,
+):
+    scene = make_scene()
+    client.force_login(make_user(scene.team, Role.ADMIN))
+    hook = {"team": scene.team.pk, "name": "hook", "kind": "webhook", "target": "https://e.org/"}
+
+    created = client.post(reverse("api-alert-channels"), hook, content_type="application/json")
+    refused = client.post(
+        reverse("api-alert-channels"), {**hook, "secret": "s"}, content_type="application/json"
+    )
+
+    assert created.status_code == 201
+    secret = Channel.objects.get(pk=created.json()["id"]).secret
+    assert created.json()["secret_hint"] == f"whsec_…{secret[-4:]}"
+    assert (refused.status_code, refused.json()) == (
+        400,
+        {"secret": ["The signing secret must look like whsec_<base64>."]},
+    )
+
+
+def test_an_admin_queues_a_channel_test_through_the_api_and_others_cannot(client):
+    scene = make_scene()
+    url = reverse("api-alert-channel-test", kwargs={"channel_id": scene.channel.pk})
+    client.force_login(make_user(scene.team, Role.ONCALL))
+    refused = client.post(url)
+    client.force_login(make_user(make_team("other"), Role.ADMIN))
+    hidden = client.post(url)
+    client.force_login(make_user(scene.team, Role.ADMIN))
+
+    queued = client.post(url)
+
+    assert (refused.status_code, hidden.status_code, queued.status_code) == (403, 404, 202)
+    assert {k: queued.json()[k] for k in ("channel", "action", "status", "attempts")} == {
+        "channel": "hook",
+        "action": "test",
+        "status": "pending",
+        "attempts": 0,
+    }
+    assert Delivery.objects.count() == 1

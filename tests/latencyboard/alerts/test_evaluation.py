@@ -11,6 +11,8 @@ import pytest
 from latencyboard.alerts.baselines import compute_baselines
 from latencyboard.alerts.evaluation import evaluate_rule
 from latencyboard.alerts.models import Alert, AlertEvent, Baseline, Delivery, Silence
+from latencyboard.alerts.outbox import notice_of
+from latencyboard.notifications.notice import Severity
 from latencyboard.rollups.models import Rollup
 from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
 from tests.latencyboard.alerts.scenes import (
@@ -178,19 +180,9 @@ def test_an_sla_maintenance_window_of_the_pipeline_holds_the_notification():
 THREE_DAYS = 4320
 
 
-@pytest.mark.parametrize(
-    ("bad_minutes", "bad_per_10k", "fires"),
-    [
-        pytest.param(60, 144, True, id="14.4x-over-1h-fires"),
-        pytest.param(60, 143, False, id="14.3x-over-1h-does-not"),
-        pytest.param(360, 60, True, id="6x-over-6h-fires"),
-        pytest.param(360, 59, False, id="5.9x-over-6h-does-not"),
-    ],
-)
-def test_burn_rate_fires_at_the_sre_workbook_thresholds_from_exact_counters(
-    bad_minutes, bad_per_10k, fires
-):
-    scene = make_scene(regression=False, burn_rate=True)
+def burn(scene, bad_minutes: int, bad_per_10k: int) -> None:
+    """Three days of 10,000 requests a minute against a 99.9% objective on the stage, the
+    last ``bad_minutes`` of them with ``bad_per_10k`` slow ones."""
     objective = Objective.objects.create(
         team=scene.team,
         pipeline=scene.pipeline,
@@ -210,9 +202,46 @@ def test_burn_rate_fires_at_the_sre_workbook_thresholds_from_exact_counters(
         for m in range(THREE_DAYS)
     )
 
+
+@pytest.mark.parametrize(
+    ("bad_minutes", "bad_per_10k", "fires"),
+    [
+        pytest.param(60, 144, True, id="14.4x-over-1h-fires"),
+        pytest.param(60, 143, False, id="14.3x-over-1h-does-not"),
+        pytest.param(360, 60, True, id="6x-over-6h-fires"),
+        pytest.param(360, 59, False, id="5.9x-over-6h-does-not"),
+    ],
+)
+def test_burn_rate_fires_at_the_sre_workbook_thresholds_from_exact_counters(
+    bad_minutes, bad_per_10k, fires
+):
+    scene = make_scene(regression=False, burn_rate=True)
+    burn(scene, bad_minutes, bad_per_10k)
+
     evaluate_rule(scene.rule.pk, NOW)
 
     assert Alert.objects.filter(status="firing").count() == (1 if fires else 0)
+
+
+@pytest.mark.parametrize(
+    ("rule_severity", "bad_minutes", "bad_per_10k", "told"),
+    [
+        pytest.param("ticket", 60, 144, Severity.PAGE, id="14.4x-pages-a-ticket-rule"),
+        pytest.param("ticket", 360, 60, Severity.PAGE, id="6x-pages-a-ticket-rule"),
+        pytest.param("page", 1440, 30, Severity.TICKET, id="3x-tickets-on-a-page-rule"),
+        pytest.param("page", THREE_DAYS, 10, Severity.TICKET, id="1x-tickets-on-a-page-rule"),
+    ],
+)
+def test_a_burn_rate_notice_carries_the_severity_of_the_condition_that_fired(
+    rule_severity, bad_minutes, bad_per_10k, told
+):
+    scene = make_scene(regression=False, burn_rate=True, severity=rule_severity)
+    burn(scene, bad_minutes, bad_per_10k)
+
+    evaluate_rule(scene.rule.pk, NOW)
+
+    notice = notice_of(Delivery.objects.get())
+    assert (notice.severity, notice.action) == (told, "trigger")
 
 
 def test_burn_rate_leaves_out_the_minutes_of_maintenance_windows():

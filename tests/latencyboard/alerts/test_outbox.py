@@ -4,20 +4,21 @@ delivery end to end through the notifications transport to a receiver on loopbac
 from __future__ import annotations
 
 import datetime as dt
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
+from standardwebhooks import Webhook
 
 from latencyboard.alerts.backoff import Schedule
 from latencyboard.alerts.models import Alert, AlertStatus, Delivery
 from latencyboard.alerts.outbox import send_due
 from latencyboard.alerts.services import record_event
 from latencyboard.notifications.notice import Action, Attempt, Notice, Verdict
-from tests.latencyboard.alerts.scenes import NOW, Scene, make_scene
+from latencyboard.teams.models import Role
+from tests.factories import make_user
+from tests.latencyboard.alerts.scenes import HOOK_SECRET, NOW, Scene, make_scene
+from tests.latencyboard.notifications.receiver import Receiver
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +84,7 @@ def test_a_receiver_answering_503_three_times_gets_it_on_the_fourth_try_after_ba
     )
     assert len(transport.calls) == 4
     kind, target, secret, notice, _ = transport.calls[0]
-    assert (kind, target, secret) == ("webhook", "http://127.0.0.1:9/", "s")
+    assert (kind, target, secret) == ("webhook", "http://127.0.0.1:9/", HOOK_SECRET)
     assert (notice.action, notice.dedup_key, notice.stage) == (
         Action.TRIGGER,
         "k-1",
@@ -135,44 +136,72 @@ def test_retries_stop_after_the_last_attempt():
     assert delivery.detail == "gave up after 3 attempts: 503 Service Unavailable"
 
 
-class Receiver(BaseHTTPRequestHandler):
-    bodies: list[bytes] = []
-
-    def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        Receiver.bodies.append(self.rfile.read(length))
-        self.send_response(202)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    Receiver.bodies = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook"
-    server.shutdown()
-
-
-def test_a_firing_alert_reaches_a_webhook_on_loopback_through_the_real_transport(receiver):
+def test_a_firing_alert_reaches_a_webhook_on_loopback_signed_through_the_real_transport(
+    receiver: Receiver,
+):
     scene = make_scene()
-    scene.channel.target = receiver
+    scene.channel.target = receiver.url
     scene.channel.save()
     delivery = queued(scene, at=timezone.now())
 
     send_due(timezone.now)
 
     delivery.refresh_from_db()
-    assert (delivery.status, delivery.attempts) == ("delivered", 1)
-    assert len(Receiver.bodies) == 1
-    assert "k-1" in json.dumps(json.loads(Receiver.bodies[0]))
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("delivered", 1, 200)
+    (request,) = receiver.requests
+    body = Webhook(HOOK_SECRET).verify(request.body, request.headers)
+    assert (body["type"], body["data"]["dedup_key"], body["data"]["stage"]) == (
+        "alert.trigger",
+        "k-1",
+        "model_forward",
+    )
 
 
-def test_an_empty_outbox_sends_nothing_and_needs_no_transport():
+def test_a_receiver_answering_503_three_times_gets_the_message_once_after_retries(
+    receiver: Receiver,
+):
+    scene = make_scene()
+    scene.channel.target = receiver.url
+    scene.channel.save()
+    receiver.fail_then_succeed(3)
+    delivery = queued(scene, at=timezone.now())
+    clock = Clock(timezone.now())
+
+    for _ in range(4):
+        send_due(clock)
+        delivery.refresh_from_db()
+        clock.at = delivery.next_attempt_at
+
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("delivered", 4, 200)
+    # Four tries, one message: every retry carries the same id, for the receiver to dedup.
+    assert len(receiver.requests) == 4
+    assert len({request.headers["webhook-id"] for request in receiver.requests}) == 1
+    assert send_due(Clock(clock.at + dt.timedelta(days=1))) == 0
+
+
+def test_a_receiver_answering_400_gets_it_once_and_the_delivery_log_says_why(
+    receiver: Receiver, client
+):
+    scene = make_scene()
+    scene.channel.target = receiver.url
+    scene.channel.save()
+    receiver.answer(400, body=b"unknown hook")
+    delivery = queued(scene, at=timezone.now())
+    client.force_login(make_user(scene.team, Role.VIEWER))
+
+    send_due(timezone.now)
+    again = send_due(lambda: timezone.now() + dt.timedelta(days=1))
+    alert = Alert.objects.get()
+    page = client.get(reverse("alerts:detail", kwargs={"alert_id": alert.pk}))
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("failed", 1, 400)
+    assert (again, len(receiver.requests)) == (0, 1)
+    assert delivery.detail in page.content.decode()
+    assert "unknown hook" in delivery.detail
+
+
+def test_an_empty_outbox_sends_nothing():
     make_scene()
 
     sent = send_due(Clock(NOW))

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
+from standardwebhooks import Webhook
 
-from latencyboard.alerts.models import Channel, Rule
+from latencyboard.alerts.models import Channel, Delivery, Rule
+from latencyboard.alerts.outbox import send_due
+from latencyboard.notifications import webhook
 from latencyboard.teams.models import Role
 from tests.factories import make_team, make_user
-from tests.latencyboard.alerts.scenes import make_scene
+from tests.latencyboard.alerts.scenes import HOOK_SECRET, make_scene
+from tests.latencyboard.notifications.receiver import Receiver
 
 pytestmark = pytest.mark.django_db
 
@@ -72,8 +77,6 @@ def test_an_outsider_admin_finds_no_rule_or_channel_of_another_team(client):
 
 def test_a_channel_edited_with_an_empty_secret_keeps_it_and_never_shows_it(client):
     scene = make_scene()
-    scene.channel.secret = "whsec-very-secret-9876"
-    scene.channel.save()
     client.force_login(make_user(scene.team, Role.ADMIN))
     url = reverse("alerts:channel-edit", kwargs={"channel_id": scene.channel.pk})
 
@@ -90,7 +93,157 @@ def test_a_channel_edited_with_an_empty_secret_keeps_it_and_never_shows_it(clien
         },
     )
 
-    assert "whsec" not in form_page
+    assert HOOK_SECRET[6:] not in form_page
     assert answer.status_code == 302
     channel = Channel.objects.get(pk=scene.channel.pk)
-    assert (channel.name, channel.secret) == ("renamed", "whsec-very-secret-9876")
+    assert (channel.name, channel.secret) == ("renamed", HOOK_SECRET)
+
+
+def channel_form(**fields: object) -> dict[str, object]:
+    return {
+        "name": "hook",
+        "kind": "webhook",
+        "target": "https://hooks.example.com/x",
+        "secret": "",
+        "enabled": "on",
+        **fields,
+    }
+
+
+def test_a_new_webhook_channel_without_a_secret_gets_a_generated_signing_key(client):
+    scene = make_scene()
+    client.force_login(make_user(scene.team, Role.ADMIN))
+
+    answer = client.post(reverse("alerts:channel-new"), channel_form(team=scene.team.pk))
+    page = client.get(reverse("alerts:settings")).content.decode()
+
+    assert answer.status_code == 302
+    secret = Channel.objects.get(name="hook", target="https://hooks.example.com/x").secret
+    assert secret.startswith("whsec_")
+    assert len(webhook.secret_key(secret)) == 24
+    assert secret[6:] not in page
+    assert f"whsec_…{secret[-4:]}" in page
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "error"),
+    [
+        pytest.param(
+            {"secret": "s"},
+            "secret",
+            "The signing secret must look like whsec_&lt;base64&gt;.",
+            id="webhook-secret-not-whsec",
+        ),
+        pytest.param(
+            {"kind": "pagerduty", "target": "https://events.pagerduty.com/v2/enqueue"},
+            "secret",
+            "Give the integration&#x27;s routing key.",
+            id="pagerduty-without-routing-key",
+        ),
+        pytest.param(
+            {"target": "http://169.254.169.254/latest/"},
+            "target",
+            "169.254.169.254 is a link-local or cloud metadata address: "
+            "notifications may not go there.",
+            id="metadata-address",
+        ),
+    ],
+)
+def test_a_channel_the_transport_could_not_use_is_refused_with_the_reason(
+    client, fields, field, error
+):
+    scene = make_scene()
+    client.force_login(make_user(scene.team, Role.ADMIN))
+
+    answer = client.post(reverse("alerts:channel-new"), channel_form(team=scene.team.pk, **fields))
+
+    assert answer.status_code == 400
+    assert error in answer.content.decode()
+    assert Channel.objects.count() == 1
+
+
+def test_a_slack_channel_shows_its_webhook_url_masked(client):
+    scene = make_scene()
+    url = "https://hooks.slack.com/services/T000/B000/XXXXsecretpart"
+    Channel.objects.create(team=scene.team, name="slack", kind="slack", target=url)
+    client.force_login(make_user(scene.team, Role.VIEWER))
+
+    page = client.get(reverse("alerts:settings")).content.decode()
+    listed = client.get(reverse("api-alert-channels")).json()
+
+    assert "secretpart" not in page
+    assert "https://hooks.slack.com/…part" in page
+    assert [channel["target"] for channel in listed] == [
+        "http://127.0.0.1:9/",
+        "https://hooks.slack.com/…part",
+    ]
+
+
+def test_a_slack_channel_edited_with_an_empty_target_keeps_its_url_and_never_shows_it(client):
+    scene = make_scene()
+    url = "https://hooks.slack.com/services/T000/B000/XXXXsecretpart"
+    slack = Channel.objects.create(team=scene.team, name="slack", kind="slack", target=url)
+    client.force_login(make_user(scene.team, Role.ADMIN))
+    edit = reverse("alerts:channel-edit", kwargs={"channel_id": slack.pk})
+
+    form_page = client.get(edit).content.decode()
+    answer = client.post(
+        edit, channel_form(team=scene.team.pk, name="ops", kind="slack", target="")
+    )
+
+    assert "secretpart" not in form_page
+    assert "Now https://hooks.slack.com/…part. Left empty: unchanged." in form_page
+    assert answer.status_code == 302
+    slack.refresh_from_db()
+    assert (slack.name, slack.target) == ("ops", url)
+
+
+def test_an_admin_sends_a_test_through_the_outbox_and_reads_it_in_the_delivery_log(
+    client, receiver: Receiver
+):
+    scene = make_scene()
+    scene.channel.target = receiver.url
+    scene.channel.save()
+    admin = make_user(scene.team, Role.ADMIN)
+    client.force_login(admin)
+
+    answer = client.post(reverse("alerts:channel-test", kwargs={"channel_id": scene.channel.pk}))
+    sent = send_due(timezone.now)
+    page = client.get(reverse("alerts:settings")).content.decode()
+
+    assert (answer.status_code, answer["Location"]) == (302, "/alerts/settings/#deliveries")
+    assert sent == 1
+    (request,) = receiver.requests
+    body = Webhook(HOOK_SECRET).verify(request.body, request.headers)
+    assert (body["type"], body["data"]["title"], body["data"]["test"]) == (
+        "alert.test",
+        "[TEST] Test notification from latencyboard",
+        True,
+    )
+    log = page[page.index('id="deliveries"') :]
+    assert f"test by {admin.get_username()}" in log
+    assert "Delivered" in log
+    assert Delivery.objects.get().status == "delivered"
+
+
+@pytest.mark.parametrize("role", [Role.VIEWER, Role.ONCALL, Role.AUDITOR])
+def test_only_admins_see_and_use_the_send_test_button(client, role):
+    scene = make_scene()
+    client.force_login(make_user(scene.team, role))
+
+    page = client.get(reverse("alerts:settings")).content.decode()
+    answer = client.post(reverse("alerts:channel-test", kwargs={"channel_id": scene.channel.pk}))
+
+    assert "Send test" not in page
+    assert answer.status_code == 403
+    assert Delivery.objects.count() == 0
+
+
+def test_an_outsider_admin_cannot_test_another_teams_channel(client):
+    scene = make_scene()
+    client.force_login(make_user(make_team("other"), Role.ADMIN))
+
+    answer = client.post(reverse("alerts:channel-test", kwargs={"channel_id": scene.channel.pk}))
+
+    assert answer.status_code == 404
+    assert Delivery.objects.count() == 0

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from latencyboard.notifications.delivery import mask, validate_target
+from latencyboard.notifications.delivery import mask, validate_secret, validate_target
 
 
 @pytest.mark.parametrize(
@@ -96,3 +96,30 @@ def test_a_bad_target_is_explained(kind: str, target: str, error: str) -> None:
 )
 def test_a_secret_is_shown_back_masked(secret: str, shown: str) -> None:
     assert mask(secret) == shown
+
+
+@pytest.mark.parametrize(
+    ("kind", "secret", "error"),
+    [
+        ("webhook", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", None),
+        ("webhook", "", None),
+        ("webhook", "s", "the signing secret must look like whsec_<base64>"),
+        ("webhook", "whsec_not base64!", "the signing secret after whsec_ is not valid base64"),
+        ("pagerduty", "R0123456789ABCDEF0123456789ABCDE", None),
+        ("pagerduty", "", "give the integration's routing key"),
+        ("slack", "", None),
+        ("alertmanager", "", None),
+    ],
+    ids=[
+        "webhook",
+        "webhook-empty-is-generated",
+        "webhook-not-whsec",
+        "webhook-not-base64",
+        "pagerduty",
+        "pagerduty-without-key",
+        "slack",
+        "alertmanager-optional",
+    ],
+)
+def test_a_secret_is_checked_as_its_kind_uses_it(kind: str, secret: str, error: str | None) -> None:
+    assert validate_secret(kind, secret) == error

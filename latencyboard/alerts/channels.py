@@ -1,0 +1,32 @@
+"""A channel's target and secret checked as the transport will use them, for the form,
+the API and the admin alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from latencyboard.notifications import webhook
+from latencyboard.notifications.delivery import validate_secret, validate_target
+from latencyboard.notifications.message import ChannelKind
+
+
+@dataclass(frozen=True)
+class CheckedChannel:
+    secret: str
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def check_channel(kind: str, target: str, given_secret: str, stored_secret: str) -> CheckedChannel:
+    """The secret to store (the given one; left empty, the stored one; for a webhook with
+    neither, a fresh ``whsec_`` key) and what is wrong with target or secret, by field."""
+    secret = given_secret or stored_secret
+    if kind == ChannelKind.WEBHOOK and not secret:
+        secret = webhook.new_secret()
+    errors = {}
+    target_problem = validate_target(kind, target)
+    if target_problem:
+        errors["target"] = target_problem[0].upper() + target_problem[1:] + "."
+    secret_problem = validate_secret(kind, secret)
+    if secret_problem:
+        errors["secret"] = secret_problem[0].upper() + secret_problem[1:] + "."
+    return CheckedChannel(secret, errors)
