@@ -90,7 +90,7 @@ class Secret:
             self.channel.name,
             self.channel.target,
             self.alert.summary,
-            self.report_file.content.decode(),
+            bytes(self.report_file.content).decode(),
         ]
 
 
