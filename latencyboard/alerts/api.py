@@ -135,14 +135,22 @@ class _AdminWrites:
         return super().destroy(request, *args, **kwargs)  # type: ignore[misc]
 
 
+def _admin_crud_schema(listed: str, one: str, deleted: str) -> Any:
+    """The schema of a viewset everyone reads and only team admins write: ``one`` is the
+    object with its article ("an alert rule"), ``deleted`` what a delete removes."""
+    return extend_schema_view(
+        list=extend_schema(summary=listed),
+        retrieve=extend_schema(summary=f"One {one.split(' ', 1)[1]}"),
+        create=extend_schema(summary=f"Create {one} (team admins)"),
+        update=extend_schema(summary=f"Replace {one} (team admins)"),
+        partial_update=extend_schema(summary=f"Change {one} (team admins)"),
+        destroy=extend_schema(summary=f"Delete {deleted} (team admins)"),
+    )
+
+
 @extend_schema(tags=["alerts"])
-@extend_schema_view(
-    list=extend_schema(summary="Alert rules of my teams' pipelines"),
-    retrieve=extend_schema(summary="One alert rule"),
-    create=extend_schema(summary="Create an alert rule (team admins)"),
-    update=extend_schema(summary="Replace an alert rule (team admins)"),
-    partial_update=extend_schema(summary="Change an alert rule (team admins)"),
-    destroy=extend_schema(summary="Delete an alert rule and its alerts (team admins)"),
+@_admin_crud_schema(
+    "Alert rules of my teams' pipelines", "an alert rule", "an alert rule and its alerts"
 )
 class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
     serializer_class = RuleSerializer
@@ -156,13 +164,10 @@ class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
 
 
 @extend_schema(tags=["alerts"])
-@extend_schema_view(
-    list=extend_schema(summary="Notification channels of my teams (secrets never shown)"),
-    retrieve=extend_schema(summary="One notification channel"),
-    create=extend_schema(summary="Create a notification channel (team admins)"),
-    update=extend_schema(summary="Replace a notification channel (team admins)"),
-    partial_update=extend_schema(summary="Change a notification channel (team admins)"),
-    destroy=extend_schema(summary="Delete a notification channel (team admins)"),
+@_admin_crud_schema(
+    "Notification channels of my teams (secrets never shown)",
+    "a notification channel",
+    "a notification channel",
 )
 class ChannelViewSet(_AdminWrites, viewsets.ModelViewSet[Channel]):
     serializer_class = ChannelSerializer

@@ -6,7 +6,7 @@ from django import forms
 from django.db.models import QuerySet
 
 from latencyboard.alerts.channels import check_channel
-from latencyboard.alerts.models import Channel, Rule
+from latencyboard.alerts.models import RULE_SETTINGS, Channel, Rule
 from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Team
@@ -70,21 +70,7 @@ def clean_channel(form: forms.ModelForm, instance: Channel) -> dict[str, Any]:
 class RuleForm(forms.ModelForm):
     class Meta:
         model = Rule
-        fields = [
-            "pipeline",
-            "name",
-            "regression",
-            "burn_rate",
-            "stages",
-            "end_to_end",
-            "min_effect_percent",
-            "min_effect_ms",
-            "significance",
-            "window_minutes",
-            "severity",
-            "channels",
-            "enabled",
-        ]
+        fields = list(RULE_SETTINGS)
         widgets = {
             "stages": forms.CheckboxSelectMultiple,
             "channels": forms.CheckboxSelectMultiple,

@@ -6,6 +6,8 @@ and what their conclusions become (alerts, events, deliveries).
 
 from __future__ import annotations
 
+from typing import Final
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -77,6 +79,24 @@ class Channel(models.Model):
 class Severity(models.TextChoices):
     PAGE = "page", "Page"
     TICKET = "ticket", "Ticket"
+
+
+RULE_SETTINGS: Final = (
+    "pipeline",
+    "name",
+    "regression",
+    "burn_rate",
+    "stages",
+    "end_to_end",
+    "min_effect_percent",
+    "min_effect_ms",
+    "significance",
+    "window_minutes",
+    "severity",
+    "channels",
+    "enabled",
+)
+"""The fields of a :class:`Rule` its team's admins set, in the form and in the API."""
 
 
 class Rule(models.Model):

@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from rest_framework import serializers
 
 from latencyboard.alerts.channels import check_channel
-from latencyboard.alerts.models import Alert, AlertEvent, Channel, Delivery, Rule
+from latencyboard.alerts.models import RULE_SETTINGS, Alert, AlertEvent, Channel, Delivery, Rule
 from latencyboard.pipelines.models import Pipeline, Stage
 
 
@@ -121,22 +121,7 @@ class ChannelSerializer(serializers.ModelSerializer[Channel]):
 class RuleSerializer(serializers.ModelSerializer[Rule]):
     class Meta:
         model = Rule
-        fields = [
-            "id",
-            "pipeline",
-            "name",
-            "regression",
-            "burn_rate",
-            "stages",
-            "end_to_end",
-            "min_effect_percent",
-            "min_effect_ms",
-            "significance",
-            "window_minutes",
-            "severity",
-            "channels",
-            "enabled",
-        ]
+        fields = ["id", *RULE_SETTINGS]
         extra_kwargs = {
             "stages": {"required": False},
             "channels": {"required": False},
