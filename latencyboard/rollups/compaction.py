@@ -1,7 +1,7 @@
 """Writes of rollups: compacting minutes into hours and hours into days, and retention.
 
 Coarse rows are recomputed from their finer rows, never added to, so compacting again changes
-nothing. Compaction takes ``sla.counting.ADVISORY_LOCK_KEY`` exclusively, so it sees no fold
+nothing. Compaction takes the fold lock exclusively, so it sees no fold
 half done (see :mod:`latencyboard.rollups.services`).
 """
 
@@ -31,7 +31,7 @@ from latencyboard.rollups.rows import (
     write_rows,
 )
 from latencyboard.rollups.windows import floor_to
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
+from latencyboard.storage import fold_lock
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def compact_rollups(now: dt.datetime) -> CompactionResult:
     days_from = floor_to(now - dt.timedelta(days=settings.ROLLUP_DAY_DAYS), DAY)
     with transaction.atomic():
         cursor = psycopg_cursor()
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+        fold_lock.take_exclusive(cursor)
         hours, hours_raw = compact_level(cursor, HOURS, end=complete, kept_from=minutes_from)
         days, days_raw = compact_level(
             cursor, DAYS, end=floor_to(complete, DAY), kept_from=hours_from

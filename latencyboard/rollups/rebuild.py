@@ -1,6 +1,6 @@
 """Writes of rollups: rebuilding a team's rollups and SLA counters over a range from raw spans.
 
-A rebuild takes ``sla.counting.ADVISORY_LOCK_KEY`` exclusively, so it sees no fold half done
+A rebuild takes the fold lock exclusively, so it sees no fold half done
 (see :mod:`latencyboard.rollups.services`).
 """
 
@@ -26,7 +26,7 @@ from latencyboard.rollups.rows import (
     write_rows,
 )
 from latencyboard.rollups.windows import ceil_to, floor_to
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
+from latencyboard.storage import fold_lock
 from latencyboard.teams.models import Team
 
 logger = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def rebuild_rollups(
     pipelines = list(team.pipelines.values_list("pk", flat=True))
     with transaction.atomic():
         cursor = psycopg_cursor()
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+        fold_lock.take_exclusive(cursor)
         teams = {pipeline_id: team.pk for pipeline_id in pipelines}
         cursor.execute(
             """

@@ -5,8 +5,8 @@ spans to the minute rows and the SLA counters and marks the batches rolled up, a
 transaction. Coarser rows are recomputed from finer ones, never added to, so compacting again
 changes nothing (:mod:`~latencyboard.rollups.compaction`).
 
-Three kinds of writer share ``sla.counting.ADVISORY_LOCK_KEY``: folds take it shared and run
-side by side; compaction, rebuilds (:mod:`~latencyboard.rollups.rebuild`) and SLA objective
+Three kinds of writer share the fold lock (:mod:`latencyboard.storage.fold_lock`): folds take
+it shared and run side by side; compaction, rebuilds (:mod:`~latencyboard.rollups.rebuild`) and SLA objective
 back-fills take it exclusively, so they see no fold half done, and "the spans of batches
 already rolled up" is exactly what the minute rows hold.
 """
@@ -38,7 +38,7 @@ from latencyboard.rollups.rows import (
     write_rows,
 )
 from latencyboard.sketches.sketch import Sketch
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
+from latencyboard.storage import fold_lock
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def fold_pending_batches(
     started = time.monotonic()
     with transaction.atomic():
         cursor = psycopg_cursor()
-        cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [ADVISORY_LOCK_KEY])
+        fold_lock.take_shared(cursor)
         batches = _within_budget(cursor.execute(_CLAIM, [max_batches]).fetchall(), max_spans)
         if not batches:
             return FoldResult(0, 0)

@@ -16,7 +16,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
 from latencyboard.sla.models import (
     MAINTENANCE_REASON_MAX_LENGTH,
     Coverage,
@@ -24,6 +23,7 @@ from latencyboard.sla.models import (
     Objective,
     Window,
 )
+from latencyboard.storage import fold_lock
 from latencyboard.teams.models import Role, Team
 from latencyboard.teams.queries import has_role
 
@@ -61,7 +61,7 @@ def threshold_ns(threshold_ms: float) -> int:
 
 def _lock_against_rollups() -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+        fold_lock.take_exclusive(cursor)
 
 
 def _require_admin(user: User | AnonymousUser, team: Team) -> User:
