@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from ingest.backfill import BACKFILL, CHUNK, BackfillProgress, backfill_demo
 from latencyboard.dashboards.services import scan_versions
-from latencyboard.rollups import compaction, services, share_services
+from latencyboard.rollups import compaction, services, stage_share_services
 from latencyboard.spans.models import IngestBatch, Span
 from latencyboard.teams.models import Team
 
@@ -148,7 +148,7 @@ def _scan_step() -> tuple[int, bool]:
 
 
 def _share_step() -> tuple[int, bool]:
-    step = share_services.compute_stage_shares(
+    step = stage_share_services.compute_stage_shares(
         timezone.now(), seconds=_STEP_SECONDS, minutes_per_step=_SHARE_MINUTES_PER_STEP
     )
     return step.minutes, bool(step.behind)

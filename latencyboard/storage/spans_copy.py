@@ -6,10 +6,6 @@ encodes millions of rows a second with :class:`TemplateEncoder`, which fills the
 column-wise. Both write :data:`COLUMNS` in the same order with the same bytes (a test checks
 one against the other), so a change of the span row is made here once.
 
-Binary COPY format (PostgreSQL docs, "COPY" → "Binary Format"): a signature and header, then
-per row a 16-bit field count followed by each field as a 32-bit length (-1 for NULL) and its
-bytes in the type's binary send format, then a 16-bit -1 trailer.
-
 PostgreSQL's ``jsonb`` cannot hold ``\\u0000``: a NUL in an attribute becomes U+FFFD, the
 replacement character, rather than failing the whole request (the decoder does the same for
 the text columns).
@@ -28,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from latencyboard.storage import copy_format
 from latencyboard.storage.timestamps import PG_EPOCH_US
 
 COLUMNS: Final = (
@@ -35,8 +32,8 @@ COLUMNS: Final = (
     "status_code, status_message, start_time, duration_ns, is_root, attributes"
 )
 FIELD_COUNT: Final = 15
-HEADER: Final = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
-TRAILER: Final = b"\xff\xff"
+HEADER: Final = copy_format.HEADER
+TRAILER: Final = copy_format.TRAILER
 
 _JSONB_VERSION = b"\x01"
 _NULL = struct.pack(">i", -1)

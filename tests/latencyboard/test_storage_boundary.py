@@ -8,6 +8,7 @@ checked without anyone listing it.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -71,3 +72,45 @@ def test_module_stays_outside_the_storage_layer(module):
 
     # then nothing is found
     assert found == {}
+
+
+def _imports(module: str) -> set[str]:
+    """The modules ``module``'s own source imports, and theirs within the repository,
+    transitively (package ``__init__`` files aside: ``latencyboard``'s starts Celery)."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = ROOT / (name.replace(".", "/") + ".py")
+        if not path.is_file():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                todo.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                todo.append(node.module)
+                todo.extend(f"{node.module}.{alias.name}" for alias in node.names)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "latencyboard.storage.spans_copy",
+        "latencyboard.storage.fold_spans",
+        "latencyboard.storage.stage_share_rows",
+        "latencyboard.rollups.folding",
+        "latencyboard.rollups.stage_share_minutes",
+        "ingest.synthetic",
+    ],
+)
+def test_encoders_and_maths_import_no_django(module):
+    # given a module that encodes, decodes or computes, when its imports are followed
+    imported = _imports(module)
+
+    # then none of them is Django (and the walk did follow them into the storage layer)
+    assert "latencyboard.storage.timestamps" in imported or module == "ingest.synthetic"
+    assert sorted(name for name in imported if name.split(".")[0] == "django") == []
