@@ -60,8 +60,8 @@ def backfill(cursor: psycopg.Cursor[Any], objective: ObjectiveSpec) -> int:
         return 0
     minutes = 0
     for start in steps(*extent, _BACKFILL_STEP):
-        records = fold_spans.folded_spans(
-            cursor, [objective.pipeline_id], start, start + _BACKFILL_STEP
+        records = fold_spans.folded_stage_spans(
+            cursor, objective.pipeline_id, objective.stage_id, start, start + _BACKFILL_STEP
         )
         minutes += add_spans(cursor, folding.columns(records), [objective])
     return minutes

@@ -58,6 +58,8 @@ WHERE s.pipeline_id = ANY(%(pipelines)b::int8[])
       SELECT 1 FROM {INGEST_BATCH} b WHERE b.id = s.batch_id AND b.rolled_up_at IS NULL
   )
 """  # noqa: S608 - constant expressions, no input
+_FOLDED_STAGE_SPANS: Final = _FOLDED_SPANS + "  AND s.stage_id = %(stage)s\n"
+_FOLDED_ROOT_SPANS: Final = _FOLDED_SPANS + "  AND s.is_root\n"
 _EXTENT: Final = f"""
 SELECT date_trunc('hour', min(start_time), 'UTC'), max(start_time) + interval '1 hour'
 FROM {SPAN} WHERE pipeline_id = %s
@@ -133,6 +135,19 @@ def folded_spans(
 ) -> SpanRecords:
     """The spans of ``pipelines`` starting in ``[start, end)`` of batches rolled up."""
     return _read(cursor, _FOLDED_SPANS, {"pipelines": pipelines, "start": start, "end": end})
+
+
+def folded_stage_spans(
+    cursor: psycopg.Cursor[Any],
+    pipeline_id: int,
+    stage_id: int | None,
+    start: dt.datetime,
+    end: dt.datetime,
+) -> SpanRecords:
+    """:func:`folded_spans` of one stage of the pipeline, or its root spans for None."""
+    params = {"pipelines": [pipeline_id], "start": start, "end": end, "stage": stage_id}
+    query = _FOLDED_ROOT_SPANS if stage_id is None else _FOLDED_STAGE_SPANS
+    return _read(cursor, query, params)
 
 
 def span_extent(
