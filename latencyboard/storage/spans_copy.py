@@ -227,20 +227,21 @@ class TemplateEncoder:
             if not count:
                 continue
             start, end = end, end + count
+            # Every constant field at once: one record, copied into each row.
+            constant = np.zeros(1, self._dtypes[t])
+            constant["head"] = np.void(row_prefix + self._owners[t])
+            constant["span_id_len"] = 8
+            constant["parent_len"] = -1 if self._roots[t] else 8
+            constant["middle"] = np.void(self._middles[t])
+            constant["duration_len"] = 8
+            constant["tail"] = np.void(self._tails[t])
             out = np.empty(count, self._dtypes[t])
-            out["head"] = np.void(row_prefix + self._owners[t])
+            out[:] = constant
             out["trace_id"] = rows.trace_id[start:end]
-            out["span_id_len"] = 8
             out["span_id"] = rows.span_id[start:end]
-            if self._roots[t]:
-                out["parent_len"] = -1
-            else:
-                out["parent_len"] = 8
+            if not self._roots[t]:
                 out["parent"] = rows.parent_span_id[start:end]
-            out["middle"] = np.void(self._middles[t])
             out["start"] = rows.start_us[start:end] - PG_EPOCH_US
-            out["duration_len"] = 8
             out["duration"] = rows.duration_ns[start:end]
-            out["tail"] = np.void(self._tails[t])
             blocks.append(out.tobytes())
         return blocks
