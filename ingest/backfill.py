@@ -174,16 +174,15 @@ def _source(
     pipeline_id = pipelines.ensure_pipeline(
         conn, team_id, profile.name, profiles.ENVIRONMENT, stage_cap=mapping.DEFAULT_STAGE_CAP
     )
-    rule_rows, cap = pipelines.stage_rules(conn, pipeline_id)
+    rule_rows, stored_cap = pipelines.stage_rules(conn, pipeline_id)
+    cap = mapping.DEFAULT_STAGE_CAP if stored_cap is None else stored_cap
     rules = [mapping.Rule(*row).compiled() for row in rule_rows]
     known = pipelines.stages(conn, pipeline_id)
     table = synthetic.template_table(profile)
     stage_ids = []
     for template in table.templates:
         name = mapping.resolve_stage(template.name, template.stage, template.attributes, rules)
-        name = mapping.apply_cap(
-            name, set(known) - {mapping.OVERFLOW_STAGE}, cap or mapping.DEFAULT_STAGE_CAP
-        )
+        name = mapping.apply_cap(name, set(known) - {mapping.OVERFLOW_STAGE}, cap)
         if name not in known:
             known[name] = pipelines.ensure_stage(conn, pipeline_id, name)
         stage_ids.append(known[name])

@@ -236,7 +236,8 @@ class TemplateEncoder:
             constant["duration_len"] = 8
             constant["tail"] = np.void(self._tails[t])
             out = np.empty(count, self._dtypes[t])
-            out[:] = constant
+            # As raw bytes: numpy copies structured records field by field.
+            out.view(np.uint8).reshape(count, -1)[:] = constant.view(np.uint8)
             out["trace_id"] = rows.trace_id[start:end]
             out["span_id"] = rows.span_id[start:end]
             if not self._roots[t]:
