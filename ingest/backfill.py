@@ -26,7 +26,7 @@ from latencyboard.db import conninfo
 from latencyboard.demo import profiles
 from latencyboard.pipelines import mapping
 from latencyboard.storage import partitions as storage_partitions
-from latencyboard.storage import pipelines, span_batches, spans_copy
+from latencyboard.storage import pipelines, span_batches, spans_copy, spans_copy_columns
 from latencyboard.storage.partitions import DayPartition
 from latencyboard.teams.models import Team
 
@@ -63,7 +63,7 @@ class _Source:
 
     profile: profiles.Pipeline
     table: synthetic.TemplateTable
-    encoder: spans_copy.TemplateEncoder
+    encoder: spans_copy_columns.TemplateEncoder
     scale: float  # of the profile's live rate
 
 
@@ -186,7 +186,7 @@ def _source(
         if name not in known:
             known[name] = pipelines.ensure_stage(conn, pipeline_id, name)
         stage_ids.append(known[name])
-    encoder = spans_copy.TemplateEncoder(
+    encoder = spans_copy_columns.TemplateEncoder(
         table.templates, team_id=team_id, pipeline_id=pipeline_id, stage_ids=stage_ids
     )
     return _Source(profile, table, encoder, scale)

@@ -7,8 +7,8 @@ Everything is done on whole arrays, never one Python object per span, because a 
 backfill writes tens of millions of spans.
 
 Spans that share every column but ids, times and durations share a :class:`SpanTemplate`; there
-are a few dozen per pipeline. :class:`latencyboard.storage.spans_copy.TemplateEncoder` turns
-the rows into binary COPY rows of the span table, the same bytes live ingest writes.
+are a few dozen per pipeline. :mod:`latencyboard.storage.spans_copy_columns` turns the rows
+into binary COPY rows of the span table, the same bytes live ingest writes.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from latencyboard.demo.profiles import (
     RequestBatch,
     diurnal_factor,
 )
-from latencyboard.storage.spans_copy import SpanRows
+from latencyboard.storage.spans_copy_columns import SpanRows
 
 STAGE_ATTRIBUTE = "inference.stage"
 SPAN_KIND_INTERNAL, SPAN_KIND_SERVER = 1, 2

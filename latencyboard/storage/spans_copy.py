@@ -1,10 +1,12 @@
 """PostgreSQL binary COPY rows for the span table, encoded without a database connection.
 
-Pure (stdlib, numpy and orjson; no Django). The one encoder of span rows: live ingest and
-replays encode a request's spans one by one with :func:`encode_span`; the demo back-fill
-encodes millions of rows a second with :class:`TemplateEncoder`, which fills the same layout
-column-wise. Both write :data:`COLUMNS` in the same order with the same bytes (a test checks
-one against the other), so a change of the span row is made here once.
+Pure (stdlib and orjson; no Django, no numpy in the ingest processes). The one encoder of
+span rows: live ingest and replays encode a request's spans one by one with
+:func:`encode_span`; the demo back-fill encodes millions of rows a second with
+:class:`~latencyboard.storage.spans_copy_columns.TemplateEncoder`, which fills the same
+layout column-wise from this module's :func:`template_parts`. Both write :data:`COLUMNS` in
+the same order with the same bytes (a test checks one against the other), so a change of the
+span row is made here once.
 
 PostgreSQL's ``jsonb`` cannot hold ``\\u0000``: a NUL in an attribute becomes U+FFFD, the
 replacement character, rather than failing the whole request (the decoder does the same for
@@ -16,12 +18,8 @@ from __future__ import annotations
 import functools
 import re
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final, Protocol
 
-import numpy as np
-import numpy.typing as npt
 import orjson
 
 from latencyboard.storage import copy_format
@@ -48,6 +46,7 @@ _TIMES_FORMAT = "qiq"  # start_time, duration_ns (the start's length ends the mi
 _ROOT_FORMAT = "i?i"  # is_root, and the length of the jsonb that follows
 
 _PREFIX = struct.Struct(">hiqiq")  # field count, team_id, batch_id
+PREFIX_SIZE: Final = _PREFIX.size
 _OWNERS = struct.Struct(">" + _OWNERS_FORMAT)
 _OWNERS_IDS = struct.Struct(">" + _OWNERS_FORMAT + _IDS_FORMAT)
 _PARENT = struct.Struct(">i8s")
@@ -150,99 +149,15 @@ class Template(Protocol):
     def attributes(self) -> dict[str, object]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class SpanRows:
-    """Spans grouped by template: the first ``counts[0]`` rows are of template 0, the next
-    ``counts[1]`` of template 1, and so on. Times are Unix microseconds (the precision of
-    ``timestamptz``); ``parent_span_id`` is meaningless on root rows."""
-
-    counts: npt.NDArray[np.int64]
-    trace_id: npt.NDArray[np.uint8]
-    """(m, 16) bytes."""
-    span_id: npt.NDArray[np.int64]
-    parent_span_id: npt.NDArray[np.int64]
-    start_us: npt.NDArray[np.int64]
-    duration_ns: npt.NDArray[np.int64]
-
-    def __len__(self) -> int:
-        return len(self.span_id)
-
-
-class TemplateEncoder:
-    """Encodes :class:`SpanRows` of one pipeline as the rows :func:`encode_span` would give,
-    whole arrays at a time; ``stage_ids[t]`` is the stage row of template ``t``.
-
-    A template's constant columns are encoded once; its rows are one numpy structured array
-    whose few varying fields are filled column-wise.
-    """
-
-    def __init__(
-        self,
-        templates: Sequence[Template],
-        *,
-        team_id: int,
-        pipeline_id: int,
-        stage_ids: Sequence[int],
-    ) -> None:
-        self._team_id = team_id
-        self._roots = [template.is_root for template in templates]
-        self._owners = [_OWNERS.pack(8, pipeline_id, 8, stage_id, 16) for stage_id in stage_ids]
-        self._middles: list[bytes] = []
-        self._tails: list[bytes] = []
-        self._dtypes: list[np.dtype[np.void]] = []
-        for template, owners in zip(templates, self._owners, strict=True):
-            middle = _middle(
-                template.name, template.kind, template.status_code, template.status_message
-            )
-            tail = _tail(template.is_root, _jsonb(template.attributes))
-            self._middles.append(middle + _LENGTH.pack(8))
-            self._tails.append(tail)
-            # A root's parent is NULL (length -1, no bytes); a child's is the root's span id.
-            parent = [] if template.is_root else [("parent", ">i8")]
-            self._dtypes.append(
-                np.dtype(
-                    [
-                        ("head", f"V{_PREFIX.size + len(owners)}"),
-                        ("trace_id", "u1", (16,)),
-                        ("span_id_len", ">i4"),
-                        ("span_id", ">i8"),
-                        ("parent_len", ">i4"),
-                        *parent,
-                        ("middle", f"V{len(self._middles[-1])}"),
-                        ("start", ">i8"),
-                        ("duration_len", ">i4"),
-                        ("duration", ">i8"),
-                        ("tail", f"V{len(tail)}"),
-                    ]
-                )
-            )
-
-    def encode(self, rows: SpanRows, batch_id: int) -> list[bytes]:
-        """The rows' part of a COPY stream (no header, no trailer), all in batch ``batch_id``:
-        one block of bytes per template that has rows."""
-        row_prefix = prefix(self._team_id, batch_id)
-        blocks = []
-        end = 0
-        for t, count in enumerate(rows.counts.tolist()):
-            if not count:
-                continue
-            start, end = end, end + count
-            # Every constant field at once: one record, copied into each row.
-            constant = np.zeros(1, self._dtypes[t])
-            constant["head"] = np.void(row_prefix + self._owners[t])
-            constant["span_id_len"] = 8
-            constant["parent_len"] = -1 if self._roots[t] else 8
-            constant["middle"] = np.void(self._middles[t])
-            constant["duration_len"] = 8
-            constant["tail"] = np.void(self._tails[t])
-            out = np.empty(count, self._dtypes[t])
-            # As raw bytes: numpy copies structured records field by field.
-            out.view(np.uint8).reshape(count, -1)[:] = constant.view(np.uint8)
-            out["trace_id"] = rows.trace_id[start:end]
-            out["span_id"] = rows.span_id[start:end]
-            if not self._roots[t]:
-                out["parent"] = rows.parent_span_id[start:end]
-            out["start"] = rows.start_us[start:end] - PG_EPOCH_US
-            out["duration"] = rows.duration_ns[start:end]
-            blocks.append(out.tobytes())
-        return blocks
+def template_parts(
+    template: Template, pipeline_id: int, stage_id: int
+) -> tuple[bytes, bytes, bytes]:
+    """The constant bytes of a row of ``template`` around its varying fields: after the
+    :func:`prefix`, before the trace id; between the parent span id and the start time;
+    after the duration (see :class:`~latencyboard.storage.spans_copy_columns.TemplateEncoder`)."""
+    return (
+        _OWNERS.pack(8, pipeline_id, 8, stage_id, 16),
+        _middle(template.name, template.kind, template.status_code, template.status_message)
+        + _LENGTH.pack(8),
+        _tail(template.is_root, _jsonb(template.attributes)),
+    )

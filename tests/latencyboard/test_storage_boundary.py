@@ -100,6 +100,7 @@ def _imports(module: str) -> set[str]:
     "module",
     [
         "latencyboard.storage.spans_copy",
+        "latencyboard.storage.spans_copy_columns",
         "latencyboard.storage.fold_spans",
         "latencyboard.storage.stage_share_rows",
         "latencyboard.rollups.folding",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from latencyboard.storage import spans_copy
+from latencyboard.storage import spans_copy, spans_copy_columns
 
 TRACE = bytes(range(16))
 START_US = 1_773_100_800_123_456  # 2026-03-10T00:00:00.123456Z
@@ -30,8 +30,8 @@ CHILD = Template(
 )
 
 
-def _rows(count: int, span_id: int, parent: int) -> spans_copy.SpanRows:
-    return spans_copy.SpanRows(
+def _rows(count: int, span_id: int, parent: int) -> spans_copy_columns.SpanRows:
+    return spans_copy_columns.SpanRows(
         counts=np.array([count], dtype=np.int64),
         trace_id=np.frombuffer(TRACE, dtype=np.uint8).reshape(1, 16),
         span_id=np.array([span_id], dtype=np.int64),
@@ -45,7 +45,9 @@ def _rows(count: int, span_id: int, parent: int) -> spans_copy.SpanRows:
 def test_template_rows_are_the_bytes_of_per_span_rows(template):
     # given one span of a template, with a negative span id (the high bit set)
     span_id, parent = -0x0123_4567_89AB_CDEF, 0x1122_3344_5566_7788
-    encoder = spans_copy.TemplateEncoder([template], team_id=7, pipeline_id=11, stage_ids=[13])
+    encoder = spans_copy_columns.TemplateEncoder(
+        [template], team_id=7, pipeline_id=11, stage_ids=[13]
+    )
 
     # when both encoders write it in batch 42
     [block] = encoder.encode(_rows(1, span_id, parent), batch_id=42)
