@@ -1,5 +1,5 @@
 """The COPY ceiling: what this PostgreSQL absorbs from binary COPY clients that cost next to
-nothing, into a day-partitioned copy of ``spans_span`` with the same indexes."""
+nothing, into a day-partitioned copy of the span table with the same indexes."""
 
 from __future__ import annotations
 
@@ -29,12 +29,12 @@ from _otlp_bodies import SPANS_PER_REQUEST
 from _stack import BenchStack
 from psycopg import sql
 
-from latencyboard.spans.partitions import DayPartition
+from latencyboard.storage import copy_format, tables
+from latencyboard.storage.partitions import DayPartition
 
 COPY_TEMPLATE_BATCHES = 64
 COPY_IN = "COPY bench_copy FROM STDIN (FORMAT BINARY)"
-_PGCOPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
-_PGCOPY_TRAILER = struct.pack("!h", -1)
+_NEWEST_SPAN = f"SELECT max(start_time) FROM {tables.SPAN}"  # noqa: S608 - a constant name
 
 
 @dataclass
@@ -55,8 +55,9 @@ def _copy_templates(conn: psycopg.Connection, partition: str) -> list[CopyTempla
     columns = [
         name
         for (name,) in conn.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = 'spans_span'::regclass "
-            "AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
+            "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            [tables.SPAN],
         )
     ]
     trace_column = columns.index("trace_id")
@@ -87,12 +88,12 @@ def _copy_templates(conn: psycopg.Connection, partition: str) -> list[CopyTempla
         raise RuntimeError(f"only {len(rows)} stored rows to build COPY batches from")
     templates = []
     for first in range(0, len(rows) - SPANS_PER_REQUEST + 1, SPANS_PER_REQUEST):
-        payload = bytearray(_PGCOPY_SIGNATURE)
+        payload = bytearray(copy_format.HEADER)
         offsets = []
         for row, at in rows[first : first + SPANS_PER_REQUEST]:
             offsets.append(len(payload) + at)
             payload += row
-        payload += _PGCOPY_TRAILER
+        payload += copy_format.TRAILER
         templates.append(
             CopyTemplate(
                 np.frombuffer(bytes(payload), dtype=np.uint8).copy(),
@@ -103,11 +104,13 @@ def _copy_templates(conn: psycopg.Connection, partition: str) -> list[CopyTempla
 
 
 def _create_copy_table(conn: psycopg.Connection, day: DayPartition) -> None:
-    """``bench_copy``: spans_span's columns, defaults, checks and indexes, one day partition."""
+    """``bench_copy``: the span table's columns, defaults, checks and indexes, one day
+    partition."""
     conn.execute("DROP TABLE IF EXISTS bench_copy")
     # LIKE copies columns, defaults, CHECKs, the primary key and the indexes, not partitioning.
     conn.execute(
-        "CREATE TABLE bench_copy (LIKE spans_span INCLUDING ALL) PARTITION BY RANGE (start_time)"
+        f"CREATE TABLE bench_copy (LIKE {tables.SPAN} INCLUDING ALL) "
+        "PARTITION BY RANGE (start_time)"
     )
     # DDL takes no bound parameters; the bounds are timestamps we formatted ourselves.
     conn.execute(
@@ -174,7 +177,7 @@ def _copier(
 
 def copy_phase(stack: BenchStack, args: argparse.Namespace, rows_wanted: int) -> dict[str, Any]:
     with psycopg.connect(stack.database_url, autocommit=True) as conn:
-        newest = conn.execute("SELECT max(start_time) FROM spans_span").fetchone()[0]  # type: ignore[index]
+        newest = conn.execute(_NEWEST_SPAN).fetchone()[0]  # type: ignore[index]
         if newest is None:
             raise RuntimeError("no stored spans to model the COPY rows on")
         day = DayPartition.of(newest)

@@ -35,7 +35,19 @@ from _meters import (
 from _otlp_bodies import SPANS_PER_REQUEST, BodyTemplate
 from _stack import BenchStack
 
+from latencyboard.storage import tables
+
 TEMPLATES_PER_SENDER = 8
+
+_STORED_ROWS = f"SELECT count(*) FROM {tables.SPAN}"  # noqa: S608 - a constant name
+_BATCH_TOTALS = (
+    "SELECT coalesce(sum(stored_spans), 0), coalesce(sum(duplicate_spans), 0), "  # noqa: S608
+    f"coalesce(sum(rejected_spans), 0) FROM {tables.INGEST_BATCH}"
+)
+_WINDOW_STORED = (
+    f"SELECT coalesce(sum(stored_spans), 0) FROM {tables.INGEST_BATCH} "  # noqa: S608
+    "WHERE received_at >= %s AND received_at < %s"
+)
 
 
 @dataclass(frozen=True)
@@ -192,14 +204,10 @@ def ingest_phase(stack: BenchStack, args: argparse.Namespace) -> dict[str, Any]:
         statuses.update(r["statuses"])
         accepted.update(r["accepted"])
     with psycopg.connect(stack.database_url) as conn:
-        stored_rows = conn.execute("SELECT count(*) FROM spans_span").fetchone()[0]  # type: ignore[index]
-        batch_sum, duplicates, rejected = conn.execute(
-            "SELECT coalesce(sum(stored_spans), 0), coalesce(sum(duplicate_spans), 0), "
-            "coalesce(sum(rejected_spans), 0) FROM spans_ingestbatch"
-        ).fetchone()  # type: ignore[misc]
+        stored_rows = conn.execute(_STORED_ROWS).fetchone()[0]  # type: ignore[index]
+        batch_sum, duplicates, rejected = conn.execute(_BATCH_TOTALS).fetchone()  # type: ignore[misc]
         window_stored = conn.execute(
-            "SELECT coalesce(sum(stored_spans), 0) FROM spans_ingestbatch "
-            "WHERE received_at >= %s AND received_at < %s",
+            _WINDOW_STORED,
             [_utc(timeline.w0), _utc(timeline.w1)],
         ).fetchone()[0]  # type: ignore[index]
         dangling = _dangling_references(conn)
@@ -242,18 +250,18 @@ def ingest_phase(stack: BenchStack, args: argparse.Namespace) -> dict[str, Any]:
 def _dangling_references(conn: psycopg.Connection) -> list[str]:
     """Pipeline/stage ids in stored spans without their dictionary row.
 
-    spans_span has no foreign keys (for ingest speed), so the writer's id caches are the only
+    The span table has no foreign keys (for ingest speed), so the writer's id caches are the only
     guard; a cached id from a rolled-back transaction would leave spans no pipeline owns.
     """
     rows = conn.execute(
-        """
+        f"""
         SELECT s.pipeline_id, s.stage_id, count(*)
-        FROM spans_span s
-        LEFT JOIN pipelines_pipeline p ON p.id = s.pipeline_id
-        LEFT JOIN pipelines_stage st ON st.id = s.stage_id AND st.pipeline_id = s.pipeline_id
+        FROM {tables.SPAN} s
+        LEFT JOIN {tables.PIPELINE} p ON p.id = s.pipeline_id
+        LEFT JOIN {tables.STAGE} st ON st.id = s.stage_id AND st.pipeline_id = s.pipeline_id
         WHERE p.id IS NULL OR st.id IS NULL
         GROUP BY 1, 2 ORDER BY 1, 2
-        """
+        """  # noqa: S608 - constant table names
     ).fetchall()
     return [f"pipeline {p} stage {s}: {n} spans" for p, s, n in rows]
 

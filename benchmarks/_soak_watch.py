@@ -13,9 +13,14 @@ from _soak_stack import ApiClient, Child, memory_mib
 from _stack import BenchStack
 
 from latencyboard.local.embedded import EmbeddedRedis
+from latencyboard.storage import tables
 
 CAUGHT_UP_LAG_SECONDS = 6.0  # one fold period and a little
-UNFOLDED = "SELECT count(*) FROM spans_ingestbatch WHERE rolled_up_at IS NULL"
+_OLDEST_UNFOLDED = (
+    "SELECT coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8"  # noqa: S608
+    f" FROM {tables.INGEST_BATCH} WHERE rolled_up_at IS NULL"
+)
+UNFOLDED = f"SELECT count(*) FROM {tables.INGEST_BATCH} WHERE rolled_up_at IS NULL"  # noqa: S608
 
 
 def query(url: str, sql: str) -> Any:
@@ -29,8 +34,7 @@ def fold_lag_seconds(url: str) -> float:
     return float(
         query(
             url,
-            "SELECT coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8"
-            " FROM spans_ingestbatch WHERE rolled_up_at IS NULL",
+            _OLDEST_UNFOLDED,
         )
     )
 
@@ -193,10 +197,10 @@ def faults(
 def books(url: str, acknowledged: int) -> dict[str, int]:
     return {
         "acknowledged": acknowledged,
-        "stored": query(url, "SELECT count(*) FROM spans_span"),
+        "stored": query(url, f"SELECT count(*) FROM {tables.SPAN}"),  # noqa: S608
         "folded_batch_spans": query(
             url,
-            "SELECT coalesce(sum(stored_spans), 0) FROM spans_ingestbatch"
+            f"SELECT coalesce(sum(stored_spans), 0) FROM {tables.INGEST_BATCH}"  # noqa: S608
             " WHERE rolled_up_at IS NOT NULL",
         ),
         "unfolded_batches": query(url, UNFOLDED),

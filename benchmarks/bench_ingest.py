@@ -10,11 +10,11 @@ machine's momentary noise and can be compared as ratios:
    keep-alive connections, ``--warmup`` seconds unmeasured, then ``--seconds`` measured. Every
    span is distinct: each request is a template whose trace/span ids and timestamps are patched
    in place (numpy scatter, 0.2-0.4 ms) with fresh random ids and "now". Afterwards the rows in
-   ``spans_span`` must equal the spans acknowledged with 200, and every stored span's pipeline
+   the span table must equal the spans acknowledged with 200, and every stored span's pipeline
    and stage must exist, else the run fails loudly.
 2. COPY ceiling: as many rows as were stored in the measured window, copied as 512-row binary
    COPY batches, one commit each, from ``--copy-workers`` processes, into a day-partitioned copy
-   of ``spans_span`` with the same indexes. The rows are real stored rows (read back with COPY
+   of the span table with the same indexes. The rows are real stored rows (read back with COPY
    TO) with fresh trace ids, pre-encoded, so the clients cost next to nothing and the figure is
    what this PostgreSQL can absorb.
 
@@ -43,6 +43,8 @@ from _stack import (  # puts the repo on sys.path
     interrupt_on_sigterm,
     write_json,
 )
+
+from latencyboard.storage import tables
 
 JSON_PATH = ROOT / "var" / "bench" / "ingest.json"
 LOG_DIR = ROOT / "var" / "bench" / "ingest-logs"
@@ -110,7 +112,7 @@ def report(figures: dict[str, Any]) -> None:
         )
     if ingest["stored_rows_total"] != ingest["accepted_total"]:
         print(
-            "\n!!! MISMATCH: spans_span holds "
+            f"\n!!! MISMATCH: {tables.SPAN} holds "
             f"{ingest['stored_rows_total']:,} rows but {ingest['accepted_total']:,} spans were "
             f"acknowledged with 200 (ingest batches count {ingest['batch_stored_total']:,}) !!!",
             file=sys.stderr,

@@ -65,6 +65,8 @@ from _stack import (  # puts the repo on sys.path
     write_json,
 )
 
+from latencyboard.storage import tables
+
 JSON_PATH = ROOT / "var" / "bench" / "pages.json"
 BUDGET_MS = 150.0
 WARMUP = 3
@@ -103,7 +105,7 @@ def derive(team_id: int) -> dict[str, float]:
 
     from latencyboard.pipelines.models import Pipeline
     from latencyboard.rollups.compaction import compact_rollups
-    from latencyboard.rollups.share_services import compute_stage_shares
+    from latencyboard.rollups.stage_share_services import compute_stage_shares
     from latencyboard.sla.services import create_objective
     from latencyboard.teams.models import Role, Team
     from latencyboard.teams.services import add_member
@@ -390,7 +392,7 @@ def main() -> int:
             from django.db import connection
 
             with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM spans_span")
+                cursor.execute(f"SELECT count(*) FROM {tables.SPAN}")  # noqa: S608
                 (figures["spans_stored"],) = cursor.fetchone()
             print(f"bench: {figures['spans_stored']:,} spans stored; timing calls", flush=True)
             figures["calls"] = measure(args.requests, stack.team_id)

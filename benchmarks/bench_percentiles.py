@@ -8,7 +8,7 @@ Self-contained, in one process against a throwaway PostgreSQL 16 (``_stack.Bench
 on) and Redis (folds announce on the live channel, as in production):
 
 1. **Load.** ``manage.py backfill_demo`` writes ``--days`` of the three demo pipelines'
-   traffic (6 stages + root per request) straight into ``spans_span`` as pending batches.
+   traffic (6 stages + root per request) straight into the span table as pending batches.
 2. **Fold.** One worker: ``fold_pending_batches`` until nothing is pending, then
    ``compact_rollups`` (minute rows to hours and days, retention). Then VACUUM ANALYZE, as
    autovacuum would have done by the time anyone looks at a dashboard.
@@ -54,6 +54,8 @@ from _stack import (  # puts the repo on sys.path
     write_json,
 )
 
+from latencyboard.storage import tables
+
 JSON_PATH = ROOT / "var" / "bench" / "percentiles.json"
 QUANTILES = (0.5, 0.95, 0.99, 0.999)
 WARMUP = 3
@@ -61,14 +63,14 @@ WINDOW = dt.timedelta(days=7)
 
 # One statement: per (stage, hour) for every span, plus per hour for the root spans (end to
 # end). The bounds are the API's window, so both answer exactly the same buckets.
-_SERIES = """
-    SELECT stage_id AS stage, start_time, duration_ns FROM spans_span
+_SERIES = f"""
+    SELECT stage_id AS stage, start_time, duration_ns FROM {tables.SPAN}
     WHERE pipeline_id = %(pipeline)s AND start_time >= %(start)s AND start_time < %(end)s
     UNION ALL
-    SELECT NULL, start_time, duration_ns FROM spans_span
+    SELECT NULL, start_time, duration_ns FROM {tables.SPAN}
     WHERE pipeline_id = %(pipeline)s AND start_time >= %(start)s AND start_time < %(end)s
       AND is_root
-"""
+"""  # noqa: S608 - a constant table name
 EXACT_CONT = f"""
 SELECT stage, extract(epoch FROM date_trunc('hour', start_time))::int8, count(*),
        percentile_cont(%(q)s::float8[]) WITHIN GROUP (ORDER BY duration_ns)
@@ -95,7 +97,7 @@ def load(stack: BenchStack, days: int, scale: float, seed: int) -> dict[str, Any
 
     seconds = backfill_demo(stack, days, str(scale), seed)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*), sum(stored_spans) FROM spans_ingestbatch")
+        cursor.execute(f"SELECT count(*), sum(stored_spans) FROM {tables.INGEST_BATCH}")  # noqa: S608
         batches, spans = cursor.fetchone()
     return {"seconds": seconds, "batches": batches, "spans": int(spans)}
 
@@ -230,7 +232,7 @@ def query_phase(team_id: int, requests: int, exact_runs: int) -> dict[str, Any]:
     since = timezone.now() - WINDOW
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pipeline_id, count(*) FROM spans_span WHERE start_time >= %s "
+            f"SELECT pipeline_id, count(*) FROM {tables.SPAN} WHERE start_time >= %s "  # noqa: S608
             "GROUP BY 1 ORDER BY 2 DESC, 1",
             [since],
         )

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 from _stack import BenchStack, interrupt_on_sigterm  # puts the repo on sys.path
 
+from latencyboard.storage import tables
+
 DAYS = 90
 MINUTE_DAYS = 2  # ROLLUP_MINUTE_DAYS
 SPANS_PER_SERIES_HOUR = 440  # 3 pipelines x 7 series x 2160 h x 440 ≈ 20 M spans
@@ -44,7 +46,7 @@ END_TO_END_MEDIAN = 70.0
 PIPELINES = ("fraud-scorer", "recommender", "clinical-alerts")
 QUERY = "window=7d&step=1h&q=0.5,0.95,0.99,0.999"
 WARMUP = 5
-ROWS_COLUMN = '"rollups_rollup"."sketch"'  # only the rows SELECT reads it
+ROWS_COLUMN = f'"{tables.ROLLUP}"."sketch"'  # only the rows SELECT reads it
 COLUMNS = (
     "team_id, pipeline_id, stage_id, resolution, bucket_start, "
     "count, error_count, sum_ms, min_ms, max_ms, sketch"
@@ -153,10 +155,10 @@ def fill(team_id: int, now: dt.datetime) -> tuple[list[int], int, int]:
     rows.sort(key=lambda row: row[4])
     connection.ensure_connection()
     with connection.connection.cursor() as cursor:
-        with cursor.copy(f"COPY rollups_rollup ({COLUMNS}) FROM STDIN") as copy:
+        with cursor.copy(f"COPY {tables.ROLLUP} ({COLUMNS}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
-        cursor.execute("VACUUM ANALYZE rollups_rollup")
+        cursor.execute(f"VACUUM ANALYZE {tables.ROLLUP}")
     spans = sum(row[5] for row in rows if row[3] == "hour")
     return pipeline_ids, len(rows), spans
 

@@ -41,6 +41,8 @@ from _stack import (  # puts the repo on sys.path
     write_json,
 )
 
+from latencyboard.storage import tables
+
 JSON_PATH = ROOT / "var" / "bench" / "rollup.json"
 SPANS_PER_REQUEST = 512
 STAGES = ("queue_wait", "feature_hydration", "model_forward", "postprocess", "serialize")
@@ -112,18 +114,18 @@ def fold_phase() -> dict[str, Any]:
 
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-        cursor.execute("SELECT count(*), sum(stored_spans) FROM spans_ingestbatch")
+        cursor.execute(f"SELECT count(*), sum(stored_spans) FROM {tables.INGEST_BATCH}")  # noqa: S608
         batches, stored = cursor.fetchone()
     started = time.perf_counter()
     folds = [(result.batches, result.spans, seconds) for result, seconds in pending_folds()]
     seconds = time.perf_counter() - started
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT coalesce(sum(count), 0) FROM rollups_rollup "
+            f"SELECT coalesce(sum(count), 0) FROM {tables.ROLLUP} "  # noqa: S608
             "WHERE resolution = 'minute' AND stage_id IS NOT NULL"
         )
         (counted,) = cursor.fetchone()
-        cursor.execute("SELECT count(*) FROM rollups_rollup WHERE resolution = 'minute'")
+        cursor.execute(f"SELECT count(*) FROM {tables.ROLLUP} WHERE resolution = 'minute'")  # noqa: S608
         (minute_rows,) = cursor.fetchone()
     compact_started = time.perf_counter()
     compaction = compact_rollups(timezone.now())

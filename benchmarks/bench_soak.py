@@ -55,6 +55,7 @@ from _stack import (
 )
 
 from latencyboard.local.embedded import EmbeddedRedis, free_port
+from latencyboard.storage import tables
 
 FIGURES = ROOT / "var" / "bench" / "soak.json"
 MEMORY_GROWTH_LIMIT = 0.10
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             sampler.start()
             # The capacity phase's rate, measured from the senders' own per-second record
             # once they report; until then a provisional rate from the database.
-            stored = query(stack.database_url, "SELECT count(*) FROM spans_span")
+            stored = query(stack.database_url, f"SELECT count(*) FROM {tables.SPAN}")  # noqa: S608
             capacity = stored / (capacity_t1 - capacity_t0)
             target_requests = args.fraction * capacity / 512
             senders.set_rate(target_requests)

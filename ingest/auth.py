@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from psycopg_pool import ConnectionPool
 
+from latencyboard.storage import tokens as storage_tokens
 from latencyboard.teams import tokens
 
 TOKEN_HEADER = "x-latencyboard-token"  # noqa: S105 - a header name
@@ -55,12 +56,8 @@ class TokenDirectory:
         if cached is not None and now - cached[0] < CACHE_SECONDS:
             return cached[1]
         with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT team_id, rate_limit FROM teams_ingesttoken "
-                "WHERE digest = %s AND revoked_at IS NULL",
-                [digest],
-            ).fetchone()
-        grant = TokenGrant(team_id=int(row[0]), rate_limit=row[1], key=digest) if row else None
+            row = storage_tokens.active_token(conn, digest)
+        grant = TokenGrant(team_id=row[0], rate_limit=row[1], key=digest) if row else None
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()

@@ -1,8 +1,8 @@
 """Generating days of demo traffic as history (replaying OTLP files is :mod:`ingest.replay`).
 
 A demo backfill is bulk generation and skips the live ingest path: spans are sampled hour by
-hour with numpy (:mod:`ingest.synthetic`) and binary-COPYed straight into ``spans_span``, each
-hour with its ``spans_ingestbatch`` row in one transaction, as a live export request is. The
+hour with numpy (:mod:`ingest.synthetic`) and binary-COPYed straight into the span table, each
+hour with its ingest batch row in one transaction, as a live export request is. The
 rollup workers cannot tell the two apart.
 """
 
@@ -15,17 +15,19 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from ingest import synthetic
-from ingest.writer import create_partitions
 from latencyboard.db import conninfo
 from latencyboard.demo import profiles
 from latencyboard.pipelines import mapping
-from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.spans.partitions import DayPartition
+from latencyboard.storage import partitions as storage_partitions
+from latencyboard.storage import pipelines, span_batches, spans_copy, spans_copy_columns
+from latencyboard.storage.partitions import DayPartition
 from latencyboard.teams.models import Team
 
 logger = logging.getLogger(__name__)
@@ -39,13 +41,6 @@ BACKFILL = "backfill"
 """The ``protocol`` of a backfilled batch."""
 _ONE_DAY = dt.timedelta(days=1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_BATCH_ROW = """
-INSERT INTO spans_ingestbatch (team_id, received_at, protocol, stored_spans, duplicate_spans,
-                               rejected_spans)
-VALUES (%s, %s, %s, %s, 0, 0)
-RETURNING id
-"""
-_COPY = f"COPY spans_span ({', '.join(synthetic.COPY_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 
 
 @dataclass(frozen=True)
@@ -68,7 +63,7 @@ class _Source:
 
     profile: profiles.Pipeline
     table: synthetic.TemplateTable
-    encoder: synthetic.CopyEncoder
+    encoder: spans_copy_columns.TemplateEncoder
     scale: float  # of the profile's live rate
 
 
@@ -103,20 +98,21 @@ def backfill_demo(
     start = end - dt.timedelta(days=days) if start is None else start
     rng = np.random.default_rng(seed)
     id_rng = np.random.default_rng()
-    sources = [
-        _source(
-            team,
-            profile,
-            scale if requests_per_s is None else requests_per_s / profile.requests_per_s,
-        )
-        for profile in profiles.PIPELINES
-    ]
     tally = _Tally(start, time.perf_counter(), progress)
     with ConnectionPool(
         conninfo(), min_size=connections, max_size=connections, kwargs={"autocommit": True}
     ) as pool:
         with pool.connection() as conn:
-            create_partitions(conn, _days(start, end))
+            sources = [
+                _source(
+                    conn,
+                    team.pk,
+                    profile,
+                    scale if requests_per_s is None else requests_per_s / profile.requests_per_s,
+                )
+                for profile in profiles.PIPELINES
+            ]
+            storage_partitions.create_missing(conn, _days(start, end))
         with ThreadPoolExecutor(connections, thread_name_prefix="backfill") as executor:
             pending: deque[tuple[dt.datetime, Future[int]]] = deque()
             chunk_start = start
@@ -167,27 +163,31 @@ class _Tally:
         )
 
 
-def _source(team: Team, profile: profiles.Pipeline, scale: float) -> _Source:
-    """The pipeline and stage rows of ``profile`` for ``team``, created where missing.
+def _source(
+    conn: psycopg.Connection[Any], team_id: int, profile: profiles.Pipeline, scale: float
+) -> _Source:
+    """The pipeline and stage rows of ``profile`` for the team, created where missing.
 
     Stages are resolved as the ingest writer resolves them: the ``inference.stage`` attribute,
     else the pipeline's stage rules, else the span name, within the pipeline's stage cap.
     """
-    pipeline, _ = Pipeline.objects.get_or_create(
-        team=team, service_name=profile.name, environment=profiles.ENVIRONMENT
+    pipeline_id = pipelines.ensure_pipeline(
+        conn, team_id, profile.name, profiles.ENVIRONMENT, stage_cap=mapping.DEFAULT_STAGE_CAP
     )
-    rules = [rule.as_rule().compiled() for rule in pipeline.stage_rules.all()]
-    known = dict(pipeline.stages.values_list("name", "id"))
+    rule_rows, stored_cap = pipelines.stage_rules(conn, pipeline_id)
+    cap = mapping.DEFAULT_STAGE_CAP if stored_cap is None else stored_cap
+    rules = [mapping.Rule(*row).compiled() for row in rule_rows]
+    known = pipelines.stages(conn, pipeline_id)
     table = synthetic.template_table(profile)
     stage_ids = []
     for template in table.templates:
         name = mapping.resolve_stage(template.name, template.stage, template.attributes, rules)
-        name = mapping.apply_cap(name, set(known) - {mapping.OVERFLOW_STAGE}, pipeline.stage_cap)
+        name = mapping.apply_cap(name, set(known) - {mapping.OVERFLOW_STAGE}, cap)
         if name not in known:
-            known[name] = Stage.objects.get_or_create(pipeline=pipeline, name=name)[0].pk
+            known[name] = pipelines.ensure_stage(conn, pipeline_id, name)
         stage_ids.append(known[name])
-    encoder = synthetic.CopyEncoder(
-        table.templates, team_id=team.pk, pipeline_id=pipeline.pk, stage_ids=stage_ids
+    encoder = spans_copy_columns.TemplateEncoder(
+        table.templates, team_id=team_id, pipeline_id=pipeline_id, stage_ids=stage_ids
     )
     return _Source(profile, table, encoder, scale)
 
@@ -226,18 +226,30 @@ def _write_chunk(
     if not total:
         return 0  # like live ingest: no batch without spans
     with pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-        cursor.execute(_BATCH_ROW, [team_id, received_at, BACKFILL, total])
-        row = cursor.fetchone()
-        assert row is not None
+        batch_id = span_batches.next_batch_id(cursor)
         # Straight into the span table, not through the writer's ON CONFLICT staging: every
         # trace id is 128 fresh random bits, so no row can collide with a stored one.
-        with cursor.copy(_COPY) as copy:
-            copy.write(synthetic.COPY_HEADER)
-            for source, part in zip(sources, rows, strict=True):
-                for block in source.encoder.encode(part, row[0]):
-                    copy.write(block)
-            copy.write(synthetic.COPY_TRAILER)
+        span_batches.copy_spans(cursor, _stream(sources, rows, batch_id), staged=False)
+        span_batches.insert_batch(
+            cursor,
+            batch_id,
+            team_id=team_id,
+            received_at=received_at,
+            protocol=BACKFILL,
+            stored=total,
+            duplicates=0,
+            rejected=0,
+        )
     return total
+
+
+def _stream(
+    sources: Sequence[_Source], rows: Sequence[synthetic.SpanRows], batch_id: int
+) -> Iterator[bytes]:
+    yield spans_copy.HEADER
+    for source, part in zip(sources, rows, strict=True):
+        yield from source.encoder.encode(part, batch_id)
+    yield spans_copy.TRAILER
 
 
 def _unix_us(moment: dt.datetime) -> int:

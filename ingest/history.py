@@ -30,7 +30,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from ingest.backfill import BACKFILL, CHUNK, BackfillProgress, backfill_demo
-from latencyboard.rollups import compaction, services, share_services
+from latencyboard.rollups import compaction, services, stage_share_services
 from latencyboard.spans.models import IngestBatch, Span
 from latencyboard.teams.models import Team
 
@@ -142,7 +142,7 @@ def _fold_step() -> tuple[int, bool]:
 
 
 def _share_step() -> tuple[int, bool]:
-    step = share_services.compute_stage_shares(
+    step = stage_share_services.compute_stage_shares(
         timezone.now(), seconds=_STEP_SECONDS, minutes_per_step=_SHARE_MINUTES_PER_STEP
     )
     return step.minutes, bool(step.behind)

@@ -7,15 +7,12 @@ Everything is done on whole arrays, never one Python object per span, because a 
 backfill writes tens of millions of spans.
 
 Spans that share every column but ids, times and durations share a :class:`SpanTemplate`; there
-are a few dozen per pipeline. :class:`CopyEncoder` turns the rows into PostgreSQL's binary COPY
-format for ``spans_span``: a template's constant columns are encoded once, and its rows are one
-numpy structured array whose few varying fields are filled column-wise.
+are a few dozen per pipeline. :mod:`latencyboard.storage.spans_copy_columns` turns the rows
+into binary COPY rows of the span table, the same bytes live ingest writes.
 """
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,46 +26,11 @@ from latencyboard.demo.profiles import (
     RequestBatch,
     diurnal_factor,
 )
+from latencyboard.storage.spans_copy_columns import SpanRows
 
 STAGE_ATTRIBUTE = "inference.stage"
 SPAN_KIND_INTERNAL, SPAN_KIND_SERVER = 1, 2
 STATUS_UNSET, STATUS_ERROR = 0, 2
-
-# The order of the COPY stream: the columns a template fixes first, so that each row is its
-# template's constant bytes followed by the fixed-width fields that vary.
-COPY_COLUMNS: tuple[str, ...] = (
-    "team_id",
-    "pipeline_id",
-    "stage_id",
-    "batch_id",
-    "name",
-    "kind",
-    "status_code",
-    "status_message",
-    "is_root",
-    "attributes",
-    "trace_id",
-    "span_id",
-    "start_time",
-    "duration_ns",
-    "parent_span_id",
-)
-COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
-COPY_TRAILER = b"\xff\xff"
-
-_PG_EPOCH_US = 946_684_800 * 10**6  # 2000-01-01, where binary timestamptz counts from
-_JSONB_VERSION = b"\x01"
-_VARYING = [
-    ("trace_id_len", ">i4"),
-    ("trace_id", "u1", (16,)),
-    ("span_id_len", ">i4"),
-    ("span_id", ">i8"),
-    ("start_len", ">i4"),
-    ("start", ">i8"),
-    ("duration_len", ">i4"),
-    ("duration", ">i8"),
-    ("parent_len", ">i4"),
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,24 +51,6 @@ class SpanTemplate:
     @property
     def is_root(self) -> bool:
         return self.stage is None
-
-
-@dataclass(frozen=True, slots=True)
-class SpanRows:
-    """Spans of one pipeline grouped by template: the first ``counts[0]`` rows are of template
-    0, the next ``counts[1]`` of template 1, and so on. Times are Unix microseconds (the
-    precision of ``timestamptz``); ``parent_span_id`` is meaningless on root rows."""
-
-    counts: npt.NDArray[np.int64]
-    trace_id: npt.NDArray[np.uint8]
-    """(m, 16) bytes."""
-    span_id: npt.NDArray[np.int64]
-    parent_span_id: npt.NDArray[np.int64]
-    start_us: npt.NDArray[np.int64]
-    duration_ns: npt.NDArray[np.int64]
-
-    def __len__(self) -> int:
-        return len(self.span_id)
 
 
 @dataclass(frozen=True)
@@ -238,74 +182,6 @@ def span_rows(
         start_us=start_us[request] + offset_us.ravel()[order],
         duration_ns=duration.ravel()[order],
     )
-
-
-class CopyEncoder:
-    """Encodes one pipeline's :class:`SpanRows` as binary COPY rows in :data:`COPY_COLUMNS`
-    order; ``stage_ids[t]`` is the stage row of template ``t``."""
-
-    def __init__(
-        self,
-        templates: Sequence[SpanTemplate],
-        *,
-        team_id: int,
-        pipeline_id: int,
-        stage_ids: Sequence[int],
-    ) -> None:
-        self._templates = tuple(templates)
-        self._before_batch: list[bytes] = []
-        self._after_batch: list[bytes] = []
-        self._dtypes: list[np.dtype[np.void]] = []
-        for template, stage_id in zip(templates, stage_ids, strict=True):
-            self._before_batch.append(
-                struct.pack(
-                    ">hiqiqiqi", len(COPY_COLUMNS), 8, team_id, 8, pipeline_id, 8, stage_id, 8
-                )
-            )
-            attributes = json.dumps(template.attributes, separators=(",", ":")).encode()
-            self._after_batch.append(
-                _text(template.name.encode())
-                + struct.pack(">ihih", 2, template.kind, 2, template.status_code)
-                + _text(template.status_message.encode())
-                + struct.pack(">i?", 1, template.is_root)
-                + _text(_JSONB_VERSION + attributes)
-            )
-            constant_size = len(self._before_batch[-1]) + 8 + len(self._after_batch[-1])
-            # A root's parent is NULL (length -1, no bytes); a child's is the root's span id.
-            parent = [] if template.is_root else [("parent", ">i8")]
-            self._dtypes.append(np.dtype([("constant", f"V{constant_size}"), *_VARYING, *parent]))
-
-    def encode(self, rows: SpanRows, batch_id: int) -> list[bytes]:
-        """The rows' part of a COPY stream (no header, no trailer), all in batch ``batch_id``:
-        one block of bytes per template that has rows."""
-        blocks = []
-        end = 0
-        for t, count in enumerate(rows.counts.tolist()):
-            if not count:
-                continue
-            start, end = end, end + count
-            constant = self._before_batch[t] + struct.pack(">q", batch_id) + self._after_batch[t]
-            out = np.empty(count, self._dtypes[t])
-            out["constant"] = np.void(constant)
-            out["trace_id_len"] = 16
-            out["trace_id"] = rows.trace_id[start:end]
-            out["span_id_len"] = 8
-            out["span_id"] = rows.span_id[start:end]
-            out["start_len"] = 8
-            out["start"] = rows.start_us[start:end] - _PG_EPOCH_US
-            out["duration_len"] = 8
-            out["duration"] = rows.duration_ns[start:end]
-            if self._templates[t].is_root:
-                out["parent_len"] = -1
-            else:
-                out["parent_len"] = 8
-                out["parent"] = rows.parent_span_id[start:end]
-            blocks.append(out.tobytes())
-        return blocks
-
-
-def _text(value: bytes) -> bytes:
-    return struct.pack(">i", len(value)) + value
 
 
 def spans_per_request(pipeline: Pipeline) -> float:

@@ -9,46 +9,25 @@ client is told ``200``.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ingest import copyrows
 from ingest.decoding import DecodedSpan
 from latencyboard.pipelines import mapping
-from latencyboard.spans import partitions
+from latencyboard.storage import partitions as storage_partitions
+from latencyboard.storage import pipelines, span_batches, spans_copy
 
 logger = logging.getLogger(__name__)
 
 SERVER_KIND = 2
 _DICTIONARY_TTL = 30.0
-
-_COLUMNS = copyrows.COLUMNS
-_STAGING = """
-CREATE TEMP TABLE IF NOT EXISTS span_staging
-    (LIKE spans_span INCLUDING DEFAULTS) ON COMMIT DELETE ROWS
-"""
-_MOVE = f"""
-WITH stored AS (
-    INSERT INTO spans_span ({_COLUMNS})
-    SELECT {_COLUMNS} FROM span_staging
-    ON CONFLICT DO NOTHING
-    RETURNING 1
-)
-SELECT count(*) FROM stored
-"""  # noqa: S608 - a constant column list, no input
-_BATCH = """
-INSERT INTO spans_ingestbatch (
-    id, team_id, received_at, protocol, stored_spans, duplicate_spans, rejected_spans
-) VALUES (%s, %s, %s, %s, %s, %s, %s)
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +50,7 @@ class _Batch:
 
 
 def _store(conn: psycopg.Connection, rows: list[bytes], batch: _Batch) -> WriteResult:
-    """COPY straight into spans_span; a request seen before takes the idempotent path.
+    """COPY straight into the span table; a request seen before takes the idempotent path.
 
     Nearly every request is new, so the cheap path is a plain COPY. A span already stored
     makes that COPY fail with a unique violation and roll back; the rows then go through the
@@ -87,52 +66,31 @@ def _copy(
     conn: psycopg.Connection, rows: list[bytes], batch: _Batch, *, direct: bool
 ) -> WriteResult:
     with conn.transaction(), conn.cursor() as cursor:
-        batch_row = cursor.execute("SELECT nextval('spans_ingestbatch_id_seq')").fetchone()
-        assert batch_row is not None
-        batch_id = int(batch_row[0])
-        target = "spans_span" if direct else "span_staging"
-        with cursor.copy(f"COPY {target} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.write(copyrows.stream(copyrows.prefix(batch.team_id, batch_id), rows))
-        stored = len(rows)
-        if not direct:
-            counted = cursor.execute(_MOVE).fetchone()
-            assert counted is not None
-            stored = int(counted[0])
-        cursor.execute(
-            _BATCH,
-            [
-                batch_id,
-                batch.team_id,
-                batch.received_at,
-                batch.protocol,
-                stored,
-                len(rows) - stored,
-                batch.rejected,
-            ],
+        batch_id = span_batches.next_batch_id(cursor)
+        data = spans_copy.stream(spans_copy.prefix(batch.team_id, batch_id), rows)
+        span_batches.copy_spans(cursor, (data,), staged=not direct)
+        stored = len(rows) if direct else span_batches.move_staged(cursor)
+        span_batches.insert_batch(
+            cursor,
+            batch_id,
+            team_id=batch.team_id,
+            received_at=batch.received_at,
+            protocol=batch.protocol,
+            stored=stored,
+            duplicates=len(rows) - stored,
+            rejected=batch.rejected,
         )
     return WriteResult(batch_id=batch_id, stored=stored, duplicates=len(rows) - stored)
-
-
-def create_partitions(conn: psycopg.Connection, days: Iterable[partitions.DayPartition]) -> None:
-    """Create the day partitions of ``days`` that are missing, oldest first."""
-    for partition in sorted(days, key=lambda p: p.day):
-        # Another ingest process or a backfill may create the same day at the same moment.
-        with contextlib.suppress(psycopg.errors.DuplicateTable):
-            conn.execute(partition.create_sql())
 
 
 def _create_partitions(conn: psycopg.Connection, spans: Sequence[DecodedSpan]) -> None:
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     days = {
-        partitions.DayPartition.of(epoch + dt.timedelta(microseconds=span.start_ns // 1000))
+        storage_partitions.DayPartition.of(epoch + dt.timedelta(microseconds=span.start_ns // 1000))
         for span in spans
     }
-    create_partitions(conn, days)
+    storage_partitions.create_missing(conn, days)
     logger.info("ingest.partitions_created", extra={"days": sorted(str(p.day) for p in days)})
-
-
-def _configure(conn: psycopg.Connection) -> None:
-    conn.execute(_STAGING)
 
 
 class _PipelineDirectory:
@@ -149,21 +107,12 @@ class _PipelineDirectory:
         found = self._pipelines.get(key)
         if found is not None:
             return found
-        row = conn.execute(
-            """
-            INSERT INTO pipelines_pipeline (team_id, service_name, environment, stage_cap,
-                                            created_at)
-            VALUES (%s, %s, %s, %s, now())
-            ON CONFLICT (team_id, service_name, environment)
-                DO UPDATE SET team_id = EXCLUDED.team_id
-            RETURNING id
-            """,
-            [team_id, service[:255], env[:100], mapping.DEFAULT_STAGE_CAP],
-        ).fetchone()
-        assert row is not None
+        pipeline_id = pipelines.ensure_pipeline(
+            conn, team_id, service, env, stage_cap=mapping.DEFAULT_STAGE_CAP
+        )
         with self._lock:
-            self._pipelines[key] = row[0]
-        return int(row[0])
+            self._pipelines[key] = pipeline_id
+        return pipeline_id
 
     def rules(
         self, conn: psycopg.Connection, pipeline_id: int
@@ -172,18 +121,9 @@ class _PipelineDirectory:
         now = time.monotonic()
         if cached is not None and now - cached[0] < _DICTIONARY_TTL:
             return cached[1], cached[2]
-        rows = conn.execute(
-            """
-            SELECT stage, name_pattern, attribute, value_pattern FROM pipelines_stagerule
-            WHERE pipeline_id = %s ORDER BY position, id
-            """,
-            [pipeline_id],
-        ).fetchall()
-        cap_row = conn.execute(
-            "SELECT stage_cap FROM pipelines_pipeline WHERE id = %s", [pipeline_id]
-        ).fetchone()
+        rows, stored_cap = pipelines.stage_rules(conn, pipeline_id)
         compiled = [mapping.Rule(*row).compiled() for row in rows]
-        cap = int(cap_row[0]) if cap_row else mapping.DEFAULT_STAGE_CAP
+        cap = mapping.DEFAULT_STAGE_CAP if stored_cap is None else stored_cap
         with self._lock:
             self._rules[pipeline_id] = (now, compiled, cap)
             self._stages.pop(pipeline_id, None)  # re-read stages too, other processes add some
@@ -192,10 +132,7 @@ class _PipelineDirectory:
     def stage(self, conn: psycopg.Connection, pipeline_id: int, name: str, cap: int) -> int:
         stages = self._stages.get(pipeline_id)
         if stages is None:
-            rows = conn.execute(
-                "SELECT name, id FROM pipelines_stage WHERE pipeline_id = %s", [pipeline_id]
-            ).fetchall()
-            stages = {row[0]: int(row[1]) for row in rows}
+            stages = pipelines.stages(conn, pipeline_id)
             with self._lock:
                 self._stages[pipeline_id] = stages
         found = stages.get(name)
@@ -204,18 +141,10 @@ class _PipelineDirectory:
         capped = mapping.apply_cap(name, set(stages) - {mapping.OVERFLOW_STAGE}, cap)
         if capped in stages:
             return stages[capped]
-        row = conn.execute(
-            """
-            INSERT INTO pipelines_stage (pipeline_id, name, created_at) VALUES (%s, %s, now())
-            ON CONFLICT (pipeline_id, name) DO UPDATE SET name = EXCLUDED.name
-            RETURNING id
-            """,
-            [pipeline_id, capped],
-        ).fetchone()
-        assert row is not None
+        stage_id = pipelines.ensure_stage(conn, pipeline_id, capped)
         with self._lock:
-            stages[capped] = int(row[0])
-        return int(row[0])
+            stages[capped] = stage_id
+        return stage_id
 
 
 class SpanWriter:
@@ -227,7 +156,7 @@ class SpanWriter:
             conninfo,
             min_size=1,
             max_size=max_connections,
-            configure=_configure,
+            configure=span_batches.prepare_connection,
             open=True,
             timeout=timeout,
             # Autocommit, so dictionary rows (pipelines, stages) are committed before their
@@ -269,7 +198,7 @@ class SpanWriter:
         self, conn: psycopg.Connection, team_id: int, spans: Sequence[DecodedSpan]
     ) -> list[bytes]:
         directory = self.directory
-        encode = copyrows.encode_span
+        encode = spans_copy.encode_span
         rows: list[bytes] = []
         pipeline_ids: dict[tuple[str, str], tuple[int, list[mapping.CompiledRule], int]] = {}
         stage_ids: dict[tuple[int, str], int] = {}

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
-from django.db import connection
 
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.rollups import cohort_queries
 from latencyboard.rollups.cohort_queries import END_TO_END
+from latencyboard.storage import span_reads
 
 MAX_VALUES: Final = 12
 """Values of an attribute shown, the most frequent first."""
@@ -26,15 +26,6 @@ KEY_SAMPLE: Final = 2000
 """Newest spans whose attribute keys are offered to add as cohort attributes."""
 KEY_WINDOW: Final = dt.timedelta(hours=24)
 _HIDDEN_KEYS: Final = frozenset({"inference.stage"})  # the stage itself
-
-_ATTRIBUTE_KEYS = """
-SELECT DISTINCT jsonb_object_keys(attributes) FROM (
-    SELECT attributes FROM spans_span
-    WHERE pipeline_id = %(pipeline)s AND start_time >= %(start)s AND start_time < %(end)s
-    ORDER BY start_time DESC
-    LIMIT %(limit)s
-) AS newest
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,17 +107,8 @@ def attribute_breakdown(
 def attribute_keys(pipeline: Pipeline, end: dt.datetime) -> tuple[str, ...]:
     """The attribute keys of the pipeline's newest :data:`KEY_SAMPLE` spans in the day
     before ``end``, sorted: attributes an admin could add as cohorts."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _ATTRIBUTE_KEYS,
-            {
-                "pipeline": pipeline.pk,
-                "start": end - KEY_WINDOW,
-                "end": end,
-                "limit": KEY_SAMPLE,
-            },
-        )
-        return tuple(sorted(key for (key,) in cursor.fetchall() if key not in _HIDDEN_KEYS))
+    keys = span_reads.attribute_keys(pipeline.pk, end - KEY_WINDOW, end, KEY_SAMPLE)
+    return tuple(sorted(key for key in keys if key not in _HIDDEN_KEYS))
 
 
 def _minute(moment: dt.datetime) -> dt.datetime:

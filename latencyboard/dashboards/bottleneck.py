@@ -3,7 +3,7 @@
 Each stage has a *kind* of work, found from its name (:func:`kind_of`): model execution
 (compute), fetching features (feature), waiting for a worker (queue), or moving and encoding
 bytes (network). A class's share of a cohort of requests is the sum of its stages' shares of
-their self time (``rollups.share_queries``: all requests, and the slowest 1% of each minute).
+their self time (``rollups.stage_share_queries``: all requests, and the slowest 1% of each minute).
 
 The rule (:func:`classify`), in order:
 

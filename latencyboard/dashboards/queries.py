@@ -20,7 +20,7 @@ from django.db.models import DateTimeField, F, Func, Sum, Value
 
 from latencyboard.dashboards import deployments
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups import cohort_queries, share_queries, windows
+from latencyboard.rollups import cohort_queries, stage_share_queries, windows
 from latencyboard.rollups.models import StageShare
 from latencyboard.sla.models import Objective
 from latencyboard.spans.models import Span
@@ -101,18 +101,19 @@ def share_series(
     start: dt.datetime,
     end: dt.datetime,
     step: dt.timedelta,
-    stored: share_queries.StoredRows | None = None,
+    stored: stage_share_queries.StoredRows | None = None,
 ) -> ShareSeries:
     """Each stage's share of self time per step bucket, over all requests and over the tail,
-    with the definitions of ``rollups.share_queries.stage_breakdown`` applied bucket by bucket.
+    with the definitions of ``rollups.stage_share_queries.stage_breakdown`` applied bucket
+    by bucket.
 
     Stage-share rows are summed per bucket in the database (one statement, one index range
     per resolution segment of :func:`windows.plan_window`); ``stored`` is
-    :func:`share_queries.stored_share_rows` when the caller read it already. Raises ValueError
+    :func:`stage_share_queries.stored_share_rows` when the caller read it already. Raises ValueError
     for a step or window that ``windows`` rejects.
     """
     if stored is None:
-        stored = share_queries.stored_share_rows(pipeline)
+        stored = stage_share_queries.stored_share_rows(pipeline)
     plan = windows.plan_window(start, end, int(step.total_seconds()), stored)
     bucket_step = dt.timedelta(seconds=plan.step_seconds)
     first, *others = (
@@ -169,18 +170,18 @@ def share_series(
 class Breakdown:
     """The stage breakdown of a window and how it moved over it, planned on the same rows."""
 
-    summary: share_queries.StageBreakdown
+    summary: stage_share_queries.StageBreakdown
     series: ShareSeries
 
 
 def breakdown(
     pipeline: Pipeline, start: dt.datetime, end: dt.datetime, step: dt.timedelta
 ) -> Breakdown:
-    """:func:`share_queries.stage_breakdown` and :func:`share_series` of one window, which
+    """:func:`stage_share_queries.stage_breakdown` and :func:`share_series` of one window, which
     read which stage-share rows the pipeline keeps once for both."""
-    stored = share_queries.stored_share_rows(pipeline)
+    stored = stage_share_queries.stored_share_rows(pipeline)
     return Breakdown(
-        share_queries.stage_breakdown(pipeline, start, end, stored),
+        stage_share_queries.stage_breakdown(pipeline, start, end, stored),
         share_series(pipeline, start, end, step, stored),
     )
 

@@ -24,6 +24,7 @@ from typing import Final
 import numpy as np
 
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
+from latencyboard.storage import cohort_rows
 
 OTHER: Final = "other"
 """The value standing for every value past the cap, in one row per stage and bucket."""
@@ -112,7 +113,7 @@ def fold_cohort_minutes(
             blobs.append(group.durations)
     if not keys:
         return []
-    durations = np.frombuffer(b"".join(blobs), dtype=">i8").astype(np.float64) / 1e6
+    durations = cohort_rows.durations_ms(b"".join(blobs))
     sketches = sketches_by_group(np.repeat(np.array(group_ids), lengths), durations)
     error_counts = np.bincount(group_ids, weights=errors, minlength=len(keys)).astype(np.int64)
     folds = [

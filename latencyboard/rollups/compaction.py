@@ -1,7 +1,7 @@
 """Writes of rollups: compacting minutes into hours and hours into days, and retention.
 
 Coarse rows are recomputed from their finer rows, never added to, so compacting again changes
-nothing. Compaction takes ``sla.counting.ADVISORY_LOCK_KEY`` exclusively, so it sees no fold
+nothing. Compaction takes the fold lock exclusively, so it sees no fold
 half done (see :mod:`latencyboard.rollups.services`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -21,17 +21,9 @@ from django.db import transaction
 from latencyboard.db import psycopg_cursor
 from latencyboard.rollups import cohort_services, folding
 from latencyboard.rollups.folding import Fold
-from latencyboard.rollups.rows import (
-    FOLDED_SPANS,
-    REPLACE,
-    SAME_BUCKET,
-    read_spans,
-    rows_of_keys,
-    steps,
-    write_rows,
-)
 from latencyboard.rollups.windows import floor_to
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
+from latencyboard.storage import fold_lock, fold_spans, rollup_rows
+from latencyboard.storage.rollup_rows import Key
 
 logger = logging.getLogger(__name__)
 
@@ -41,39 +33,6 @@ GRACE: Final = dt.timedelta(minutes=5)
 """How long after its end an hour is compacted: spans in flight by then are late spans."""
 
 _CANDIDATES_PER_STATEMENT: Final = 500
-
-# A coarse bucket needs recomputing when its row is missing or its count is not the sum of
-# its finer rows' (a fold adds at least one span to every row it touches, so the sum moved
-# since the last recompute), and is checked whenever its finer rows are about to expire.
-_CANDIDATES = """
-SELECT f.pipeline_id, f.stage_id, extract(epoch FROM f.bucket)::int8
-FROM (
-    SELECT pipeline_id, stage_id, date_bin(%(width)s, bucket_start, 'epoch') AS bucket,
-           sum(count) AS count
-    FROM rollups_rollup
-    WHERE resolution = %(fine)s AND bucket_start >= %(start)s AND bucket_start < %(end)s
-      AND (%(pipelines)b::int8[] IS NULL OR pipeline_id = ANY(%(pipelines)b::int8[]))
-    GROUP BY 1, 2, 3
-) f
-LEFT JOIN rollups_rollup c
-  ON c.pipeline_id = f.pipeline_id AND c.stage_id IS NOT DISTINCT FROM f.stage_id
- AND c.resolution = %(coarse)s AND c.bucket_start = f.bucket
-WHERE c.id IS NULL OR c.count <> f.count OR f.bucket < %(kept_from)s
-ORDER BY f.pipeline_id, f.stage_id NULLS FIRST, f.bucket
-"""
-_WITHIN_BUCKET = (
-    "r.bucket_start >= to_timestamp(k.bucket)"
-    " AND r.bucket_start < to_timestamp(k.bucket) + %(width)s"
-)
-_FINE_ROWS = (
-    rows_of_keys("r.pipeline_id, r.stage_id, k.bucket, r.error_count, r.sketch", _WITHIN_BUCKET)
-    + "ORDER BY k.position, r.bucket_start"
-)
-_COARSE_ROWS = rows_of_keys(
-    "r.pipeline_id, r.stage_id, k.bucket, r.count, r.error_count, r.sketch", SAME_BUCKET
-)
-
-Key = tuple[int, int | None, int]  # pipeline, stage (None: end to end), bucket (Unix seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,22 +83,19 @@ def compact_rollups(now: dt.datetime) -> CompactionResult:
     days_from = floor_to(now - dt.timedelta(days=settings.ROLLUP_DAY_DAYS), DAY)
     with transaction.atomic():
         cursor = psycopg_cursor()
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+        fold_lock.take_exclusive(cursor)
         hours, hours_raw = compact_level(cursor, HOURS, end=complete, kept_from=minutes_from)
         days, days_raw = compact_level(
             cursor, DAYS, end=floor_to(complete, DAY), kept_from=hours_from
         )
-        deleted = 0
-        for resolution, before in (
-            ("minute", minutes_from),
-            ("hour", hours_from),
-            ("day", days_from),
-        ):
-            cursor.execute(
-                "DELETE FROM rollups_rollup WHERE resolution = %s AND bucket_start < %s",
-                [resolution, before],
+        deleted = sum(
+            rollup_rows.delete_older(cursor, resolution, before)
+            for resolution, before in (
+                ("minute", minutes_from),
+                ("hour", hours_from),
+                ("day", days_from),
             )
-            deleted += cursor.rowcount
+        )
         cohort_rows, cohort_deleted = cohort_services.compact_cohorts(
             cursor,
             hours_end=complete,
@@ -161,13 +117,6 @@ def compact_rollups(now: dt.datetime) -> CompactionResult:
     return result
 
 
-def _teams_of(cursor: psycopg.Cursor[Any], pipelines: set[int]) -> dict[int, int]:
-    rows = cursor.execute(
-        "SELECT id, team_id FROM pipelines_pipeline WHERE id = ANY(%b::int8[])", [list(pipelines)]
-    ).fetchall()
-    return dict(rows)
-
-
 def compact_level(
     cursor: psycopg.Cursor[Any],
     level: Level,
@@ -180,35 +129,32 @@ def compact_level(
     """Recompute the coarse rows of ``level`` that need it, in ``[start, end)`` and for the
     ``scope`` pipelines (None: all); returns (rows written, of which from raw spans).
 
-    A candidate (see ``_CANDIDATES``) from at or after ``kept_from`` becomes the merge of its
-    finer rows. Before ``kept_from`` the finer rows are about to expire and may be only the
-    late ones of a bucket whose other finer rows expired already: the coarse row is kept
-    when it equals their merge (nothing changed), else recomputed from the raw spans. So is
-    a merge that would shrink a row, which no fold can cause.
+    A candidate (see ``rollup_rows.compaction_candidates``) from at or after ``kept_from``
+    becomes the merge of its finer rows. Before ``kept_from`` the finer rows are about to
+    expire and may be only the late ones of a bucket whose other finer rows expired already:
+    the coarse row is kept when it equals their merge (nothing changed), else recomputed from
+    the raw spans. So is a merge that would shrink a row, which no fold can cause.
     """
-    params = {
-        "width": level.width,
-        "fine": level.fine,
-        "coarse": level.coarse,
-        "start": start or dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
-        "end": end,
-        "kept_from": kept_from,
-        "pipelines": scope,
-    }
-    candidates: list[Key] = cursor.execute(_CANDIDATES, params).fetchall()
-    teams = _teams_of(cursor, {pipeline_id for pipeline_id, _, _ in candidates})
+    candidates = rollup_rows.compaction_candidates(
+        cursor,
+        fine=level.fine,
+        coarse=level.coarse,
+        width=level.width,
+        start=start or dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+        end=end,
+        kept_from=kept_from,
+        pipelines=scope,
+    )
+    teams = rollup_rows.teams_of(cursor, {pipeline_id for pipeline_id, _, _ in candidates})
     written = from_spans = 0
     for first in range(0, len(candidates), _CANDIDATES_PER_STATEMENT):
         chunk = candidates[first : first + _CANDIDATES_PER_STATEMENT]
-        keys = {
-            "pipeline": [key[0] for key in chunk],
-            "stage": [key[1] for key in chunk],
-            "bucket": [key[2] for key in chunk],
+        fine = rollup_rows.finer_rows(cursor, chunk, level.fine, level.width)
+        merged = {(f.pipeline_id, f.stage_id, f.bucket): f for f in folding.combine(fine)}
+        stored = {
+            (p, s, b): _Stored(n, e, blob)
+            for p, s, b, n, e, blob in rollup_rows.stored_rows(cursor, chunk, level.coarse)
         }
-        cursor.execute(_FINE_ROWS, {**keys, "resolution": level.fine, "width": level.width})
-        merged = {(f.pipeline_id, f.stage_id, f.bucket): f for f in folding.combine(cursor)}
-        cursor.execute(_COARSE_ROWS, {**keys, "resolution": level.coarse})
-        stored = {(p, s, b): _Stored(n, e, blob) for p, s, b, n, e, blob in cursor}
         replace, doubtful = [], []
         for key in chunk:
             fold, row = merged[key], stored.get(key)
@@ -221,7 +167,7 @@ def compact_level(
             else:
                 doubtful.append((key, max(row.count, fold.sketch.count)))
         recomputed = _from_spans(cursor, level, doubtful)
-        write_rows(cursor, REPLACE, level.coarse, replace + recomputed, teams)
+        rollup_rows.replace(cursor, level.coarse, replace + recomputed, teams)
         written += len(replace) + len(recomputed)
         from_spans += len(recomputed)
     return written, from_spans
@@ -248,12 +194,8 @@ def _from_spans(
         start = dt.datetime.fromtimestamp(bucket, dt.UTC)
         minute_folds: list[Fold] = []
         for hour in steps(start, start + level.width, HOUR):
-            columns = read_spans(
-                cursor,
-                FOLDED_SPANS,
-                {"pipelines": [pipeline_id], "start": hour, "end": hour + HOUR},
-            )
-            minute_folds.extend(folding.fold_minutes(columns))
+            records = fold_spans.folded_spans(cursor, [pipeline_id], hour, hour + HOUR)
+            minute_folds.extend(folding.fold_minutes(folding.columns(records)))
         minute_folds.sort(key=lambda f: (f.stage_id or 0, f.bucket))
         raw = {
             (f.pipeline_id, f.stage_id, f.bucket): f
@@ -284,3 +226,11 @@ def _from_spans(
 def _pipeline_and_bucket(doubtful: tuple[Key, int]) -> tuple[int, int]:
     (pipeline_id, _, bucket), _ = doubtful
     return pipeline_id, bucket
+
+
+def steps(start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> Iterator[dt.datetime]:
+    """``start``, ``start + step``, … while before ``end``."""
+    moment = start
+    while moment < end:
+        yield moment
+        moment += step

@@ -1,10 +1,9 @@
 """Folding spans into per-bucket latency rollups (pure: numpy and the sketch module, no Django).
 
-The rollup worker reads the spans of a few ingest batches as one binary value, their
-fixed-width :data:`SPAN_RECORD` concatenated server-side (five times faster to fetch than a
-binary ``COPY``, which costs a protocol message per row), decodes it into columns
-(:func:`decode_spans`) and groups them into one sketch per (pipeline, stage, minute) plus one
-per (pipeline, minute) of root spans, the pipeline's end-to-end latency (:func:`fold_minutes`).
+The rollup worker reads the spans of a few ingest batches
+(:mod:`latencyboard.storage.fold_spans`), takes them as columns (:func:`columns`) and groups
+them into one sketch per (pipeline, stage, minute) plus one per (pipeline, minute) of root
+spans, the pipeline's end-to-end latency (:func:`fold_minutes`).
 Coarser rows are merges of finer ones (:func:`combine`), so an hour holds exactly the buckets
 of its minutes.
 
@@ -18,31 +17,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
-
-SPAN_RECORD: Final = (
-    "int8send(pipeline_id) || int8send(stage_id) || timestamptz_send(start_time)"
-    " || int8send(duration_ns) || boolsend(is_root) || boolsend(status_code = 2)"
-)
-"""One span as fixed-width binary, for ``string_agg(SPAN_RECORD, '')``: :func:`decode_spans`
-reads the concatenation. Every column is NOT NULL (a NULL would drop the record)."""
-
-_PG_EPOCH_US: Final = 946_684_800 * 10**6  # binary timestamptz counts from 2000-01-01 UTC
-_RECORD: Final = np.dtype(
-    [
-        ("pipeline_id", ">i8"),
-        ("stage_id", ">i8"),
-        ("start_us", ">i8"),
-        ("duration_ns", ">i8"),
-        ("is_root", "u1"),
-        ("is_error", "u1"),
-    ]
-)
+from latencyboard.storage.fold_spans import SpanRecords
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -89,24 +69,15 @@ class Fold:
     sketch: Sketch
 
 
-def decode_spans(data: bytes) -> SpanColumns:
-    """Decode concatenated :data:`SPAN_RECORD` values into columns.
-
-    Raises ValueError for anything else (a torn record, a boolean that is neither 0 nor 1).
-    """
-    if len(data) % _RECORD.itemsize:
-        raise ValueError(f"{len(data)} bytes are not whole {_RECORD.itemsize}-byte span records")
-    records = np.frombuffer(data, dtype=_RECORD)
-    if np.any(records["is_root"] > 1) or np.any(records["is_error"] > 1):
-        raise ValueError("span records do not have the SPAN_RECORD layout")
-    start_us = records["start_us"].astype(np.int64) + _PG_EPOCH_US
+def columns(records: SpanRecords) -> SpanColumns:
+    """The fold's view of spans as stored: minute indexes and durations in milliseconds."""
     return SpanColumns(
-        pipeline_id=records["pipeline_id"].astype(np.int64),
-        stage_id=records["stage_id"].astype(np.int64),
-        is_root=records["is_root"].astype(np.bool_),
-        minute=start_us // 60_000_000,
-        duration_ms=records["duration_ns"].astype(np.float64) / 1e6,
-        is_error=records["is_error"].astype(np.bool_),
+        pipeline_id=records.pipeline_id,
+        stage_id=records.stage_id,
+        is_root=records.is_root,
+        minute=records.start_us // 60_000_000,
+        duration_ms=records.duration_ns.astype(np.float64) / 1e6,
+        is_error=records.is_error,
     )
 
 

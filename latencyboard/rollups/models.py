@@ -119,12 +119,13 @@ class StageShare(BucketRow):
     """Where one pipeline's requests spent their time in one stage over a minute, hour or day.
 
     A request is a root span of the pipeline and the spans below it; it belongs to the bucket
-    its root started in (see ``latencyboard.rollups.shares`` for self time, nested roots and
-    orphans). ``requests``, ``tail_requests``, ``root_ms_sum`` and ``tail_root_ms_sum``
-    describe the pipeline's whole bucket and are repeated on each of its stages' rows.
-    ``self_ms_sum`` adds this stage's self time over those requests (a stage appearing twice
-    in a request counts twice); the ``tail_`` sums do the same over the bucket's slowest 1% of
-    requests by root duration (at least one). Means are sums over counts, at any resolution.
+    its root started in (see ``latencyboard.rollups.stage_share_minutes`` for self time,
+    nested roots and orphans). ``requests``, ``tail_requests``, ``root_ms_sum`` and
+    ``tail_root_ms_sum`` describe the pipeline's whole bucket and are repeated on each of its
+    stages' rows. ``self_ms_sum`` adds this stage's self time over those requests (a stage
+    appearing twice in a request counts twice); the ``tail_`` sums do the same over the
+    bucket's slowest 1% of requests by root duration (at least one). Means are sums over
+    counts, at any resolution.
 
     Minute rows are written once the minute is complete plus ``STAGE_SHARE_GRACE_SECONDS``:
     spans stored later are in the ``Rollup`` counts and sketches but not here. Hours and days

@@ -1,6 +1,6 @@
 """Writes of rollups: rebuilding a team's rollups and SLA counters over a range from raw spans.
 
-A rebuild takes ``sla.counting.ADVISORY_LOCK_KEY`` exclusively, so it sees no fold half done
+A rebuild takes the fold lock exclusively, so it sees no fold half done
 (see :mod:`latencyboard.rollups.services`).
 """
 
@@ -15,18 +15,20 @@ from django.db import transaction
 
 from latencyboard.db import psycopg_cursor
 from latencyboard.rollups import folding
-from latencyboard.rollups.compaction import DAY, DAYS, GRACE, HOUR, HOURS, compact_level
-from latencyboard.rollups.rows import (
-    FOLDED_SPANS,
-    REPLACE,
-    add_sla_minutes,
-    of_existing_stages,
-    read_spans,
+from latencyboard.rollups.compaction import (
+    DAY,
+    DAYS,
+    GRACE,
+    HOUR,
+    HOURS,
+    compact_level,
     steps,
-    write_rows,
 )
+from latencyboard.rollups.services import of_existing_stages
 from latencyboard.rollups.windows import ceil_to, floor_to
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
+from latencyboard.sla import counters
+from latencyboard.storage import fold_lock, fold_spans, rollup_rows
+from latencyboard.storage import sla_minutes as storage_sla_minutes
 from latencyboard.teams.models import Team
 
 logger = logging.getLogger(__name__)
@@ -70,46 +72,20 @@ def rebuild_rollups(
     pipelines = list(team.pipelines.values_list("pk", flat=True))
     with transaction.atomic():
         cursor = psycopg_cursor()
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+        fold_lock.take_exclusive(cursor)
         teams = {pipeline_id: team.pk for pipeline_id in pipelines}
-        cursor.execute(
-            """
-            DELETE FROM rollups_rollup
-            WHERE pipeline_id = ANY(%(pipelines)b::int8[]) AND (
-                (resolution IN ('minute', 'hour')
-                 AND bucket_start >= %(start)s AND bucket_start < %(end)s)
-                OR (resolution = 'day'
-                    AND bucket_start >= %(days_start)s AND bucket_start < %(days_end)s))
-            """,
-            {
-                "pipelines": pipelines,
-                "start": start,
-                "end": end,
-                "days_start": days_start,
-                "days_end": days_end,
-            },
+        rollup_rows.delete_range(
+            cursor, pipelines, start=start, end=end, days_start=days_start, days_end=days_end
         )
-        cursor.execute(
-            """
-            DELETE FROM sla_slaminute m USING sla_objective o
-            WHERE m.objective_id = o.id AND o.pipeline_id = ANY(%b::int8[])
-              AND m.minute >= %s AND m.minute < %s
-            """,
-            [pipelines, start, end],
-        )
+        storage_sla_minutes.delete_range(cursor, pipelines, start, end)
         spans = minutes = sla_minutes = 0
         for hour in steps(start, end, HOUR):
             columns, _ = of_existing_stages(
-                cursor,
-                read_spans(
-                    cursor,
-                    FOLDED_SPANS,
-                    {"pipelines": pipelines, "start": hour, "end": hour + HOUR},
-                ),
+                cursor, fold_spans.folded_spans(cursor, pipelines, hour, hour + HOUR)
             )
             folds = folding.fold_minutes(columns)
-            write_rows(cursor, REPLACE, "minute", folds, teams)
-            sla_minutes += add_sla_minutes(cursor, columns)
+            rollup_rows.replace(cursor, "minute", folds, teams)
+            sla_minutes += counters.add_spans(cursor, columns)
             spans, minutes = spans + len(columns), minutes + len(folds)
         hours, _ = compact_level(
             cursor, HOURS, start=start, end=min(end, complete), kept_from=start, scope=pipelines

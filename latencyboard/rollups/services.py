@@ -5,10 +5,10 @@ spans to the minute rows and the SLA counters and marks the batches rolled up, a
 transaction. Coarser rows are recomputed from finer ones, never added to, so compacting again
 changes nothing (:mod:`~latencyboard.rollups.compaction`).
 
-Three kinds of writer share ``sla.counting.ADVISORY_LOCK_KEY``: folds take it shared and run
-side by side; compaction, rebuilds (:mod:`~latencyboard.rollups.rebuild`) and SLA objective
-back-fills take it exclusively, so they see no fold half done, and "the spans of batches
-already rolled up" is exactly what the minute rows hold.
+Three kinds of writer share the fold lock (:mod:`latencyboard.storage.fold_lock`): folds take
+it shared and run side by side; compaction, rebuilds (:mod:`~latencyboard.rollups.rebuild`)
+and SLA objective back-fills take it exclusively, so they see no fold half done, and "the
+spans of batches already rolled up" is exactly what the minute rows hold.
 """
 
 from __future__ import annotations
@@ -27,55 +27,13 @@ from django.db import transaction
 from latencyboard.db import psycopg_cursor
 from latencyboard.live.coalescing import Coalescer, Touched
 from latencyboard.rollups import cohort_services, folding
-from latencyboard.rollups.folding import Fold
+from latencyboard.rollups.folding import Fold, SpanColumns
 from latencyboard.rollups.publishing import publish_touched
-from latencyboard.rollups.rows import (
-    ADD_NEW,
-    SAME_BUCKET,
-    add_sla_minutes,
-    of_existing_stages,
-    read_spans,
-    rows_of_keys,
-    write_rows,
-)
 from latencyboard.sketches.sketch import Sketch
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
+from latencyboard.sla import counters
+from latencyboard.storage import fold_lock, fold_spans, rollup_rows
 
 logger = logging.getLogger(__name__)
-
-_CLAIM = """
-SELECT id, stored_spans FROM spans_ingestbatch
-WHERE rolled_up_at IS NULL
-ORDER BY id
-LIMIT %s
-FOR UPDATE SKIP LOCKED
-"""
-# The count guards the aggregate, which would skip a record silently were it NULL. The
-# BETWEEN lets the block-range index on batch_id skip most of each partition.
-_BATCH_SPANS = f"""
-SELECT count(*), string_agg({folding.SPAN_RECORD}, ''::bytea) FROM spans_span
-WHERE batch_id = ANY(%(batches)b::int8[]) AND batch_id BETWEEN %(first)s AND %(last)s
-"""  # noqa: S608 - the record expression is a constant, not input
-# Locks in the order the rows were inserted in, so that two folds never wait on each other
-# in a cycle.
-_LOCK_ROWS = f"""
-SELECT id, pipeline_id, stage_id, extract(epoch FROM bucket_start)::int8, error_count, sketch
-FROM rollups_rollup
-WHERE id IN ({rows_of_keys("r.id", SAME_BUCKET)})
-ORDER BY pipeline_id, stage_id NULLS FIRST, bucket_start
-FOR UPDATE
-"""  # noqa: S608 - constant fragments
-_UPDATE_ROWS = """
-UPDATE rollups_rollup r
-SET count = u.count, error_count = u.error_count, sum_ms = u.sum_ms, min_ms = u.min_ms,
-    max_ms = u.max_ms, sketch = u.sketch
-FROM unnest(
-    %(id)b::int8[], %(count)b::int8[], %(errors)b::int8[], %(sum)b::float8[],
-    %(min)b::float8[], %(max)b::float8[], %(sketch)b::bytea[]
-) AS u(id, count, error_count, sum_ms, min_ms, max_ms, sketch)
-WHERE r.id = u.id
-"""
-
 
 # Live pages hear of new minutes at most this often (per group and fold worker).
 PUBLISH_INTERVAL_SECONDS: Final = 0.25
@@ -105,26 +63,16 @@ def fold_pending_batches(
     started = time.monotonic()
     with transaction.atomic():
         cursor = psycopg_cursor()
-        cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [ADVISORY_LOCK_KEY])
-        batches = _within_budget(cursor.execute(_CLAIM, [max_batches]).fetchall(), max_spans)
+        fold_lock.take_shared(cursor)
+        batches = _within_budget(fold_spans.claim_batches(cursor, max_batches), max_spans)
         if not batches:
             return FoldResult(0, 0)
-        spans, teams = of_existing_stages(
-            cursor,
-            read_spans(
-                cursor,
-                _BATCH_SPANS,
-                {"batches": batches, "first": batches[0], "last": batches[-1]},
-            ),
-        )
+        spans, teams = of_existing_stages(cursor, fold_spans.batch_spans(cursor, batches))
         folds = folding.fold_minutes(spans)
         _add_minutes(cursor, folds, teams)
-        add_sla_minutes(cursor, spans)
+        counters.add_spans(cursor, spans)
         cohort_services.fold_cohorts(cursor, batches, np.unique(spans.stage_id).tolist(), teams)
-        cursor.execute(
-            "UPDATE spans_ingestbatch SET rolled_up_at = %s WHERE id = ANY(%b::int8[])",
-            [now, batches],
-        )
+        fold_spans.mark_rolled_up(cursor, batches, now)
     logger.info(
         "rollup.done",
         extra={
@@ -180,37 +128,36 @@ def _within_budget(claimed: Sequence[tuple[int, int]], max_spans: int) -> list[i
     return ids
 
 
+def of_existing_stages(
+    cursor: psycopg.Cursor[Any], records: fold_spans.SpanRecords
+) -> tuple[SpanColumns, dict[int, int]]:
+    """The spans whose stage still exists, and the team of each of their pipelines.
+
+    Spans of a stage or pipeline deleted since they were stored would make the rollup rows
+    point at nothing and the fold fail forever: they are left out, and logged.
+    """
+    spans = folding.columns(records)
+    rows = fold_spans.stage_owners(cursor, np.unique(spans.stage_id).tolist())
+    keep = np.isin(spans.stage_id, np.array([stage_id for stage_id, _, _ in rows], np.int64))
+    if not keep.all():
+        logger.warning("rollup.spans_of_deleted_stages", extra={"spans": int((~keep).sum())})
+        spans = spans.select(keep)
+    return spans, {pipeline_id: team_id for _, pipeline_id, team_id in rows}
+
+
 def _add_minutes(cursor: psycopg.Cursor[Any], folds: Sequence[Fold], teams: dict[int, int]) -> None:
     """Insert the minutes nobody has yet; merge the others into their rows, under row locks."""
-    inserted = set(write_rows(cursor, ADD_NEW, "minute", folds, teams))
+    inserted = rollup_rows.add_new(cursor, "minute", folds, teams)
     existing = [f for f in folds if (f.pipeline_id, f.stage_id, f.bucket) not in inserted]
     if not existing:
         return
-    cursor.execute(
-        _LOCK_ROWS,
-        {
-            "resolution": "minute",
-            "pipeline": [f.pipeline_id for f in existing],
-            "stage": [f.stage_id for f in existing],
-            "bucket": [f.bucket for f in existing],
-        },
+    rows = rollup_rows.lock_minutes(
+        cursor, [(f.pipeline_id, f.stage_id, f.bucket) for f in existing]
     )
-    rows = {(p, s, b): (row_id, errors, blob) for row_id, p, s, b, errors, blob in cursor}
     merged = []
     for fold in existing:
         row_id, errors, blob = rows[(fold.pipeline_id, fold.stage_id, fold.bucket)]
         sketch = Sketch.from_bytes(blob)
         sketch.merge(fold.sketch)
         merged.append((row_id, errors + fold.error_count, sketch))
-    cursor.execute(
-        _UPDATE_ROWS,
-        {
-            "id": [row_id for row_id, _, _ in merged],
-            "count": [sketch.count for _, _, sketch in merged],
-            "errors": [errors for _, errors, _ in merged],
-            "sum": [sketch.sum for _, _, sketch in merged],
-            "min": [sketch.min for _, _, sketch in merged],
-            "max": [sketch.max for _, _, sketch in merged],
-            "sketch": [sketch.to_bytes() for _, _, sketch in merged],
-        },
-    )
+    rollup_rows.update(cursor, merged)

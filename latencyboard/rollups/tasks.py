@@ -3,7 +3,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from latencyboard.rollups import compaction, services, share_services
+from latencyboard.rollups import compaction, services, stage_share_services
 
 # Under the 5 s beat interval, so one worker's folds rarely overlap the next beat's.
 FOLD_SECONDS = 4.0
@@ -24,4 +24,4 @@ def compact() -> None:
 
 @shared_task(name="rollups.stage_shares", ignore_result=True)
 def stage_shares() -> None:
-    share_services.compute_stage_shares(timezone.now(), seconds=SHARE_SECONDS)
+    stage_share_services.compute_stage_shares(timezone.now(), seconds=SHARE_SECONDS)

@@ -13,10 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-# Objective creation back-fills under this advisory lock (exclusive) while rollup folds take it
-# shared: a fold either commits before the back-fill counts, or sees the new objective.
-ADVISORY_LOCK_KEY = 0x5A_1A_C0_01
-
 
 @dataclass(frozen=True, slots=True)
 class ObjectiveSpec:

@@ -15,8 +15,10 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 
+from latencyboard.db import psycopg_cursor
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
+from latencyboard.sla import counters
+from latencyboard.sla.counting import ObjectiveSpec
 from latencyboard.sla.models import (
     MAINTENANCE_REASON_MAX_LENGTH,
     Coverage,
@@ -24,44 +26,16 @@ from latencyboard.sla.models import (
     Objective,
     Window,
 )
+from latencyboard.storage import fold_lock
 from latencyboard.teams.models import Role, Team
 from latencyboard.teams.queries import has_role
 
 logger = logging.getLogger(__name__)
 
-# The same rule as counting.count_minutes (``duration_ms <= threshold_ms``), over the spans of
-# batches the rollup worker has already folded: it counts the others itself, after this
-# transaction, because it takes the advisory lock before reading the objectives.
-# date_trunc in UTC, not the session time zone, to match count_minutes' Unix minute index.
-_BACKFILL_SQL = """
-INSERT INTO sla_slaminute (objective_id, minute, good, total)
-SELECT %(objective)s,
-       date_trunc('minute', start_time, 'UTC'),
-       count(*) FILTER (WHERE duration_ns <= %(threshold_ns)s),
-       count(*)
-FROM spans_span
-WHERE pipeline_id = %(pipeline)s
-  AND {match}
-  AND batch_id IN (SELECT id FROM spans_ingestbatch WHERE rolled_up_at IS NOT NULL)
-GROUP BY date_trunc('minute', start_time, 'UTC')
-"""
-_STAGE_MATCH = "stage_id = %(stage)s"
-_ROOT_MATCH = "is_root"
-
-
-def threshold_ns(threshold_ms: float) -> int:
-    """The threshold in whole nanoseconds, for comparing with ``spans_span.duration_ns``.
-
-    For a threshold that is itself a whole number of nanoseconds (the API accepts 6 decimals of
-    a millisecond) and below 2**52 ns, ``duration_ns <= threshold_ns(t)`` holds exactly when
-    ``duration_ns / 1e6 <= t`` does in float64, the comparison ``count_minutes`` makes.
-    """
-    return round(threshold_ms * 1_000_000)
-
 
 def _lock_against_rollups() -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+        fold_lock.take_exclusive(cursor)
 
 
 def _require_admin(user: User | AnonymousUser, team: Team) -> User:
@@ -80,7 +54,8 @@ def create_objective(
     window: str,
     created_by: User | AnonymousUser,
 ) -> Objective:
-    """Create an objective and count every retained span already folded into the rollups.
+    """Create an objective and count every retained span already folded into the rollups,
+    with the rule folds count by (:func:`latencyboard.sla.counting.count_minutes`).
 
     ``stage`` None means end to end: the pipeline's root spans. Raises ``PermissionDenied``
     unless ``created_by`` is an admin of ``team``, ``ValidationError`` for a pipeline or stage
@@ -114,18 +89,12 @@ def create_objective(
             target_percent=target_percent,
             window=window,
         )
-        sql = _BACKFILL_SQL.format(match=_ROOT_MATCH if stage is None else _STAGE_MATCH)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                sql,
-                {
-                    "objective": objective.pk,
-                    "threshold_ns": threshold_ns(threshold_ms),
-                    "pipeline": pipeline.pk,
-                    "stage": None if stage is None else stage.pk,
-                },
-            )
-            minutes = cursor.rowcount
+        minutes = counters.backfill(
+            psycopg_cursor(),
+            ObjectiveSpec(
+                objective.pk, pipeline.pk, None if stage is None else stage.pk, threshold_ms
+            ),
+        )
     logger.info(
         "sla.objective_created",
         extra={

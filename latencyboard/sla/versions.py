@@ -19,14 +19,15 @@ from decimal import Decimal
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import connection, transaction
+from django.db import transaction
 
 from latencyboard.audit_trail import Subject
+from latencyboard.db import psycopg_cursor
+from latencyboard.sla import counters
 from latencyboard.sla.attainment import floor_minute
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
+from latencyboard.sla.counting import ObjectiveSpec
 from latencyboard.sla.models import MaintenanceWindow, Objective, ObjectiveVersion
-from latencyboard.sla.services import threshold_ns
-from latencyboard.storage.sla_recount import recount_since
+from latencyboard.storage import fold_lock
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
 
@@ -105,8 +106,8 @@ def edit_objective(
     editor = edited_by if isinstance(edited_by, User) else None
     with transaction.atomic():
         # Exclusive, as the creation back-fill: no fold counts this objective meanwhile.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+        cursor = psycopg_cursor()
+        fold_lock.take_exclusive(cursor)
         current = Objective.objects.select_for_update().get(pk=objective.pk)
         last = current.versions.order_by("-number").first()
         if last is None:
@@ -135,9 +136,8 @@ def edit_objective(
         )
         recounted = 0
         if threshold_ms != current.threshold_ms:
-            recounted = recount_since(
-                current.pk, current.pipeline_id, current.stage_id, threshold_ns(threshold_ms), since
-            )
+            spec = ObjectiveSpec(current.pk, current.pipeline_id, current.stage_id, threshold_ms)
+            recounted = counters.recount(cursor, spec, since)
         Objective.objects.filter(pk=current.pk).update(
             name=name, threshold_ms=threshold_ms, target_percent=target_percent
         )

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.db import models
 
 from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.storage import tables
 from latencyboard.teams.models import Team
 
 
@@ -58,7 +59,7 @@ class Span(models.Model):
 
     class Meta:
         managed = False
-        db_table = "spans_span"
+        db_table = tables.SPAN
 
     def __str__(self) -> str:
         return f"{self.name} ({self.duration_ns / 1e6:.3f} ms)"

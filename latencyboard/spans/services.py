@@ -9,22 +9,14 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from latencyboard.spans import partitions
+from latencyboard.storage import partitions as storage_partitions
 
 logger = logging.getLogger(__name__)
 
 
 def existing_partitions() -> list[str]:
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT child.relname FROM pg_inherits
-            JOIN pg_class parent ON parent.oid = pg_inherits.inhparent
-            JOIN pg_class child ON child.oid = pg_inherits.inhrelid
-            WHERE parent.relname = %s ORDER BY child.relname
-            """,
-            [partitions.PARENT_TABLE],
-        )
-        return [name for (name,) in cursor.fetchall()]
+        return storage_partitions.existing(cursor)
 
 
 def ensure_partitions(now: dt.datetime, ahead_days: int | None = None) -> list[str]:
@@ -49,7 +41,7 @@ def drop_expired_partitions(now: dt.datetime, retention_days: int | None = None)
     dropped = []
     for partition in partitions.expired(existing_partitions(), now, retention):
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"DROP TABLE IF EXISTS {partition.name}")
+            cursor.execute(partition.drop_sql())
         dropped.append(partition.name)
     if dropped:
         logger.info("spans.partitions_dropped", extra={"partitions": dropped})

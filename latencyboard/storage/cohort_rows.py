@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
+
 from latencyboard.storage.tables import COHORT_ATTRIBUTE, COHORT_ROLLUP, PIPELINE, SPAN
 
 MAX_VALUE_LENGTH: Final = 255
@@ -130,3 +133,9 @@ ORDER BY k.position, r.bucket_start
 """  # noqa: S608
 TEAMS: Final = f"SELECT id, team_id FROM {PIPELINE} WHERE id = ANY(%s::int8[])"  # noqa: S608
 EXPIRE: Final = f"DELETE FROM {COHORT_ROLLUP} WHERE resolution = %s AND bucket_start < %s"  # noqa: S608
+
+
+def durations_ms(concatenated: bytes) -> npt.NDArray[np.float64]:
+    """The durations of the groups' ``durations`` strings (each ``duration_ns`` as
+    PostgreSQL's big-endian int8), joined, in milliseconds."""
+    return np.frombuffer(concatenated, dtype=">i8").astype(np.float64) / 1e6

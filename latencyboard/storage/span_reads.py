@@ -230,3 +230,21 @@ def trace_spans(team_ids: Sequence[int], trace_id: uuid.UUID, limit: int) -> lis
     with connection.cursor() as cursor:
         cursor.execute(_TRACE_SQL, {"teams": list(team_ids), "trace": trace_id, "limit": limit})
         return cursor.fetchall()
+
+
+_ATTRIBUTE_KEYS: Final = f"""
+SELECT DISTINCT jsonb_object_keys(attributes) FROM (
+    SELECT attributes FROM {tables.SPAN}
+    WHERE pipeline_id = %(pipeline)s AND start_time >= %(start)s AND start_time < %(end)s
+    ORDER BY start_time DESC
+    LIMIT %(limit)s
+) AS newest
+"""  # noqa: S608 - a constant table name, values are parameters
+
+
+def attribute_keys(pipeline_id: int, start: dt.datetime, end: dt.datetime, limit: int) -> list[str]:
+    """The attribute keys of the pipeline's newest ``limit`` spans in ``[start, end)``."""
+    params: dict[str, Any] = {"pipeline": pipeline_id, "start": start, "end": end, "limit": limit}
+    with connection.cursor() as cursor:
+        cursor.execute(_ATTRIBUTE_KEYS, params)
+        return [key for (key,) in cursor.fetchall()]

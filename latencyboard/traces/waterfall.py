@@ -10,8 +10,9 @@ Definitions, for the spans of one trace as stored (one row per stored span):
   clipped to the span. Children that overlap one another are subtracted once; a child partly
   outside its parent only for the part inside. So children running one after another inside
   their parent leave duration minus their durations, and self time is never negative. (Unlike
-  the stage shares of ``latencyboard.rollups.shares``, a call into another pipeline's root is
-  subtracted here too: a waterfall shows the whole trace, whoever's spans they are.)
+  the stage shares of ``latencyboard.rollups.stage_share_minutes``, a call into another
+  pipeline's root is subtracted here too: a waterfall shows the whole trace, whoever's spans
+  they are.)
 - *Critical path*: the spans that decide when the trace ends, as tracing tools define it. It
   starts at the root (the top-level span without a parent id that ends last; when no such span
   was received, the top-level span that ends last). Walking back from a span's end: the child

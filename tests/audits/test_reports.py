@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import subprocess
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,6 @@ from audits.reporting import periods
 from audits.reporting.tables import moment
 from latencyboard.sla import versions
 from latencyboard.sla.models import SlaMinute
-from latencyboard.sla.services import threshold_ns
 from tests.audits.conftest import MAINTENANCE, Quarter
 from tests.support import ROOT
 
@@ -73,7 +73,7 @@ def _raw_count(objective, period, excluded: bool) -> tuple[int, int]:
         cursor.execute(
             _RAW_COUNT,
             {
-                "threshold": threshold_ns(objective.threshold_ms),
+                "threshold": int(Decimal(str(objective.threshold_ms)) * 1_000_000),
                 "pipeline": objective.pipeline_id,
                 "stage": objective.stage_id,
                 "start": period.start,

@@ -17,7 +17,7 @@ from latencyboard.demo.profiles import STAGE_NAMES
 from latencyboard.pipelines.models import CohortAttribute, Pipeline, Stage
 from latencyboard.rollups.compaction import compact_rollups
 from latencyboard.rollups.services import fold_pending_batches
-from latencyboard.rollups.share_services import compute_stage_shares
+from latencyboard.rollups.stage_share_services import compute_stage_shares
 from latencyboard.sla.models import Objective
 from latencyboard.sla.services import create_objective
 from latencyboard.teams.models import Role, Team

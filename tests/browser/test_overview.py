@@ -15,7 +15,7 @@ from ingest.backfill import backfill_demo
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.compaction import compact_rollups
 from latencyboard.rollups.services import fold_pending_batches
-from latencyboard.rollups.share_services import compute_stage_shares
+from latencyboard.rollups.stage_share_services import compute_stage_shares
 from latencyboard.sla.services import create_objective
 from latencyboard.teams.models import Role, Team
 from tests.browser.conftest import ARTIFACTS, PASSWORD, log_in, screenshot

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.services import fold_pending_batches
-from latencyboard.rollups.share_services import compute_stage_shares
+from latencyboard.rollups.stage_share_services import compute_stage_shares
 from latencyboard.sla.services import create_objective
 from latencyboard.teams.models import Role
 from tests.browser.conftest import PASSWORD, log_in, screenshot

@@ -26,10 +26,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from ingest import copyrows
 from ingest.decoding import DecodedExport, DecodeError, decode_protobuf
 from ingest.otlp_json import decode_json
 from latencyboard.spans.models import Span
+from latencyboard.storage import spans_copy
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import post
 from tests.ingest.otlp_strategies import (
@@ -108,7 +108,7 @@ def _assert_storable(export: DecodedExport) -> None:
             text.encode()
         if span.stage is not None:
             span.stage.encode()
-        copyrows.encode_span(
+        spans_copy.encode_span(
             1, 1, span.trace_id, span.span_id, span.parent_span_id, span.name, span.kind,
             span.status_code, span.status_message, span.start_ns, span.end_ns - span.start_ns,
             span.parent_span_id is None, span.attributes,

@@ -16,7 +16,7 @@ from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.live.groups import pipeline_group, team_group
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups import services, share_services
+from latencyboard.rollups import services, stage_share_services
 from tests.factories import REQUEST_STAGES, make_requests, make_team
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -144,11 +144,11 @@ def test_new_stage_shares_tell_the_pipeline_s_pages(writer):
 
     # when the stage shares of that minute are computed
     later = T0 + dt.timedelta(minutes=10)
-    share_services.compute_stage_shares(later, seconds=30)
+    stage_share_services.compute_stage_shares(later, seconds=30)
 
     # then the page hears one event, and nothing when nothing is new
     assert heard(page) == [{"type": "stage_shares", "pipeline": pipeline.pk}]
     # (a new listener: a layer's channel is bound to the event loop it was first read in)
     again = listen(pipeline_group(pipeline.pk))
-    share_services.compute_stage_shares(later, seconds=30)
+    stage_share_services.compute_stage_shares(later, seconds=30)
     assert heard(again) == []

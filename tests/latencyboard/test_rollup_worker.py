@@ -23,9 +23,9 @@ from latencyboard.db import conninfo
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import tasks
 from latencyboard.rollups.models import Rollup
-from latencyboard.sla.counting import ADVISORY_LOCK_KEY
 from latencyboard.sla.models import Objective, SlaMinute
 from latencyboard.spans.models import IngestBatch
+from latencyboard.storage.locks import FOLD
 from latencyboard.teams.models import Team
 from tests.factories import make_team
 from tests.support import PYTHON, RunningProcess, start_process, stop_process
@@ -188,7 +188,7 @@ def folds(writing: str = "") -> list[int]:
               AND l.objsubid = 1 AND l.mode = 'ShareLock' AND l.granted
               AND a.state IN ('active', 'idle in transaction') AND strpos(a.query, %s) > 0
             """,
-            [ADVISORY_LOCK_KEY, writing],
+            [FOLD, writing],
         )
         return [pid for (pid,) in cursor.fetchall()]
 

@@ -28,6 +28,7 @@ from latencyboard.rollups.models import Rollup
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.sla.models import Objective, SlaMinute
 from latencyboard.spans.models import IngestBatch
+from latencyboard.storage import fold_spans
 from latencyboard.teams.models import Team
 from tests.factories import make_team
 
@@ -277,7 +278,7 @@ def test_combine_merges_rows_of_a_bucket_in_order():
 )
 def test_decode_spans_rejects_other_layouts(data: bytes, message: str):
     with pytest.raises(ValueError, match=message):
-        folding.decode_spans(data)
+        fold_spans.decode(data)
 
 
 # ----- folding ---------------------------------------------------------------------------------

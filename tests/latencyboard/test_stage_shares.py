@@ -24,11 +24,13 @@ from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups import share_services, shares
+from latencyboard.rollups import stage_share_minutes, stage_share_services
 from latencyboard.rollups.models import StageShare, StageShareWatermark
-from latencyboard.rollups.share_queries import StageFigures, stage_breakdown
-from latencyboard.rollups.share_services import ShareResult, compute_stage_shares
+from latencyboard.rollups.stage_share_queries import StageFigures, stage_breakdown
+from latencyboard.rollups.stage_share_services import ShareResult, compute_stage_shares
 from latencyboard.rollups.tasks import stage_shares
+from latencyboard.storage import stage_share_rows
+from latencyboard.storage.stage_share_rows import TraceSpans, decode_trace_spans
 from latencyboard.teams.models import Team
 from tests.factories import make_team
 
@@ -63,11 +65,11 @@ class S:
     root: bool = False
 
 
-def arrays(traces: Sequence[Sequence[S]], start_ms: int = 0) -> shares.TraceSpans:
+def arrays(traces: Sequence[Sequence[S]], start_ms: int = 0) -> TraceSpans:
     """Trace ``t`` of ``traces`` as span arrays; stage ids are the stage names' ranks."""
     spans = [(t, s) for t, trace in enumerate(traces) for s in trace]
     names = sorted({s.stage for _, s in spans})
-    return shares.TraceSpans(
+    return TraceSpans(
         trace=np.array([t for t, _ in spans], dtype=np.int64),
         span_id=np.array([s.span for _, s in spans], dtype=np.int64),
         parent_span_id=np.array([s.parent or 0 for _, s in spans], dtype=np.int64),
@@ -80,7 +82,7 @@ def arrays(traces: Sequence[Sequence[S]], start_ms: int = 0) -> shares.TraceSpan
 
 
 def self_ms(trace: Sequence[S]) -> list[float]:
-    return (shares.self_time_ns(arrays([trace])) / MS).tolist()
+    return (stage_share_minutes.self_time_ns(arrays([trace])) / MS).tolist()
 
 
 def decoded(
@@ -275,7 +277,7 @@ def test_span_id_stored_twice_counts_once():
 
     # then either copy counts, once: both lie within the root
     assert sorted(self_ms(trace)) == [0, 50, 50]
-    minutes = shares.stage_minutes(arrays([trace]))
+    minutes = stage_share_minutes.stage_minutes(arrays([trace]))
     assert [(m.stage_id, m.self_ms_sum) for m in minutes] == [(0, 50.0), (1, 50.0)]
 
 
@@ -291,7 +293,7 @@ def test_tail_is_the_slowest_hundredth_rounded_up(requests: int, tail: int):
         for n in range(1, requests + 1)
     ]
 
-    model, predict = shares.stage_minutes(arrays(traces))
+    model, predict = stage_share_minutes.stage_minutes(arrays(traces))
 
     slowest = range(requests, requests - tail, -1)
     assert (predict.requests, predict.tail_requests) == (requests, tail)
@@ -303,7 +305,7 @@ def test_tail_is_the_slowest_hundredth_rounded_up(requests: int, tail: int):
 def test_tail_ties_go_to_the_lowest_trace():
     traces = [[S(1, None, "predict", 0, 10, root=True), S(2, 1, stage, 0, 4)] for stage in "abc"]
 
-    a, b, c, _ = shares.stage_minutes(arrays(traces))
+    a, b, c, _ = stage_share_minutes.stage_minutes(arrays(traces))
 
     assert [(m.tail_requests, m.tail_self_ms_sum) for m in (a, b, c)] == [(1, 4), (1, 0), (1, 0)]
 
@@ -316,7 +318,7 @@ def test_requests_belong_to_their_roots_minute():
     ]
     first_minute_ms = int(T0.timestamp()) * 1000
 
-    minutes = shares.stage_minutes(arrays(traces, start_ms=first_minute_ms + 59_990))
+    minutes = stage_share_minutes.stage_minutes(arrays(traces, start_ms=first_minute_ms + 59_990))
 
     bucket = int(T0.timestamp())
     assert [(m.bucket - bucket, m.stage_id, m.requests, m.self_ms_sum) for m in minutes] == [
@@ -327,13 +329,13 @@ def test_requests_belong_to_their_roots_minute():
 
 
 def test_no_spans_no_minutes():
-    assert shares.stage_minutes(arrays([])) == []
-    assert shares.self_time_ns(arrays([])).tolist() == []
+    assert stage_share_minutes.stage_minutes(arrays([])) == []
+    assert stage_share_minutes.self_time_ns(arrays([])).tolist() == []
 
 
 def test_decode_rejects_other_streams():
     with pytest.raises(ValueError, match="COPY"):
-        shares.decode_trace_spans(b"PGCOPY\n\xff\r\n\x00" + bytes(8) + bytes(60) + b"\xff\xff")
+        decode_trace_spans(b"PGCOPY\n\xff\r\n\x00" + bytes(8) + bytes(60) + b"\xff\xff")
 
 
 def reference_self_ms(trace: Sequence[S]) -> list[int]:
@@ -383,7 +385,7 @@ def test_self_time_matches_the_reference(trace: list[S]):
 @given(trace=traces())
 def test_every_span_counts_once_in_a_request(trace: list[S]):
     # given a trace whose first span is a root, so that orphans too have a request
-    minutes = shares.stage_minutes(arrays([trace], start_ms=60_000))
+    minutes = stage_share_minutes.stage_minutes(arrays([trace], start_ms=60_000))
 
     # then the stages' sums are the spans' self times, and the requests its roots
     names = sorted({s.stage for s in trace})
@@ -503,7 +505,7 @@ def test_failed_step_writes_nothing_and_the_next_run_does_it(writer, monkeypatch
         raise RuntimeError("worker lost")
 
     with monkeypatch.context() as patched:
-        patched.setattr(share_services, "_sum_finer", fail)
+        patched.setattr(stage_share_services, "_sum_finer", fail)
         with pytest.raises(RuntimeError, match="worker lost"):
             compute(DONE)
     assert not StageShare.objects.filter(team=team).exists()
@@ -556,14 +558,14 @@ def test_a_backlog_is_read_in_steps_of_bounded_requests(writer, monkeypatch):
     store(writer, team, decoded(SEQUENTIAL, T0 + MINUTE + dt.timedelta(seconds=5)))
     store(writer, team, decoded(NESTED, T0 + 2 * MINUTE + dt.timedelta(seconds=5)))
     reads: list[tuple[dt.datetime, dt.datetime, int]] = []
-    read = share_services._read_trace_spans
+    read = stage_share_rows.trace_spans
 
-    def recorded(*args: Any) -> shares.TraceSpans:
-        spans = read(*args)
-        reads.append((args[3], args[4], int(spans.is_root.sum())))
+    def recorded(*args: Any, **kwargs: Any) -> TraceSpans:
+        spans = read(*args, **kwargs)
+        reads.append((kwargs["start"], kwargs["end"], int(spans.is_root.sum())))
         return spans
 
-    monkeypatch.setattr(share_services, "_read_trace_spans", recorded)
+    monkeypatch.setattr(stage_share_rows, "trace_spans", recorded)
 
     # when the three minutes are computed at most two requests a step
     result = compute_stage_shares(T0 + 3 * MINUTE + GRACE, seconds=60, requests_per_step=2)

@@ -1,9 +1,9 @@
 """Where a request's time goes, stage by stage: self times summed per minute (pure: numpy only).
 
-The stage-share worker reads one pipeline's spans of some complete traces as one binary
-``COPY`` stream (:data:`SPAN_COLUMNS`, decoded by :func:`decode_trace_spans`) and turns them
-into one :class:`StageMinute` per (minute, stage) (:func:`stage_minutes`): the sums behind
-"mean self time per request" over all requests and over the slowest 1% of them.
+The stage-share worker reads one pipeline's spans of some complete traces
+(:func:`latencyboard.storage.stage_share_rows.trace_spans`) and turns them into one
+:class:`StageMinute` per (minute, stage) (:func:`stage_minutes`): the sums behind "mean self
+time per request" over all requests and over the slowest 1% of them.
 
 Definitions, all within one pipeline (a trace's spans of other pipelines are not read):
 
@@ -41,71 +41,13 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-SPAN_COLUMNS: Final = (
-    "trace_id, span_id, parent_span_id IS NOT NULL, coalesce(parent_span_id, 0), stage_id, "
-    "start_time, duration_ns, is_root"
-)
-"""The select list whose binary ``COPY … TO STDOUT`` output :func:`decode_trace_spans` reads."""
+from latencyboard.storage.stage_share_rows import TraceSpans
 
 _NS_PER_MINUTE: Final = 60 * 10**9
 _NS_PER_MS: Final = 10**6
-_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00"
-_HEADER_SIZE: Final = len(_SIGNATURE) + 8  # flags and header extension length, both int32
-_TRAILER: Final = b"\xff\xff"
-_PG_EPOCH_US: Final = 946_684_800 * 10**6  # binary timestamptz counts from 2000-01-01 UTC
-_ROW: Final = np.dtype(
-    [
-        ("fields", ">i2"),
-        ("trace_len", ">i4"),
-        ("trace_high", ">u8"),
-        ("trace_low", ">u8"),
-        ("span_len", ">i4"),
-        ("span_id", ">i8"),
-        ("has_parent_len", ">i4"),
-        ("has_parent", "u1"),
-        ("parent_len", ">i4"),
-        ("parent_span_id", ">i8"),
-        ("stage_len", ">i4"),
-        ("stage_id", ">i8"),
-        ("start_len", ">i4"),
-        ("start_us", ">i8"),
-        ("duration_len", ">i4"),
-        ("duration_ns", ">i8"),
-        ("root_len", ">i4"),
-        ("is_root", "u1"),
-    ]
-)
-_FIELD_COUNT: Final = 8
-_LENGTHS: Final = {
-    "trace_len": 16,
-    "span_len": 8,
-    "has_parent_len": 1,
-    "parent_len": 8,
-    "stage_len": 8,
-    "start_len": 8,
-    "duration_len": 8,
-    "root_len": 1,
-}
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-
-@dataclass(frozen=True, slots=True)
-class TraceSpans:
-    """Parallel arrays, one entry per span of one pipeline, in any order."""
-
-    trace: IntArray  # the trace's rank among the traces given: 0 … traces - 1
-    span_id: IntArray
-    parent_span_id: IntArray  # meaningful where ``has_parent``
-    has_parent: BoolArray
-    stage_id: IntArray
-    start_ns: IntArray  # Unix nanoseconds
-    duration_ns: IntArray
-    is_root: BoolArray
-
-    def __len__(self) -> int:
-        return len(self.span_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,42 +66,6 @@ class StageMinute:
     tail_self_ms_sum: float
     root_ms_sum: float
     tail_root_ms_sum: float
-
-
-def decode_trace_spans(data: bytes) -> TraceSpans:
-    """Decode a binary ``COPY (SELECT SPAN_COLUMNS …) TO STDOUT`` stream into columns.
-
-    Raises ValueError for anything but that layout (another column list, a NULL, a truncated
-    stream): every row has the same width, so the rows are read as one numpy record array.
-    Trace ids are ranked in byte order, the order PostgreSQL sorts uuids in.
-    """
-    if len(data) < _HEADER_SIZE + len(_TRAILER) or not data.startswith(_SIGNATURE):
-        raise ValueError("not a binary COPY stream")
-    if not data.endswith(_TRAILER):
-        raise ValueError("binary COPY stream without its trailer")
-    body = len(data) - _HEADER_SIZE - len(_TRAILER)
-    if body % _ROW.itemsize:
-        raise ValueError(f"binary COPY body of {body} bytes is not whole {_ROW.itemsize}-byte rows")
-    rows = np.frombuffer(data, dtype=_ROW, count=body // _ROW.itemsize, offset=_HEADER_SIZE)
-    if np.any(rows["fields"] != _FIELD_COUNT) or any(
-        np.any(rows[name] != length) for name, length in _LENGTHS.items()
-    ):
-        raise ValueError("binary COPY rows do not have the trace span columns' layout")
-    high, low = rows["trace_high"].astype(np.uint64), rows["trace_low"].astype(np.uint64)
-    by_trace = np.argsort(low)
-    by_trace = by_trace[np.argsort(high[by_trace], kind="stable")]
-    trace = np.empty(len(rows), dtype=np.int64)
-    trace[by_trace] = np.cumsum(_starts(high[by_trace], low[by_trace])) - 1
-    return TraceSpans(
-        trace=trace,
-        span_id=rows["span_id"].astype(np.int64),
-        parent_span_id=rows["parent_span_id"].astype(np.int64),
-        has_parent=rows["has_parent"].astype(np.bool_),
-        stage_id=rows["stage_id"].astype(np.int64),
-        start_ns=(rows["start_us"].astype(np.int64) + _PG_EPOCH_US) * 1000,
-        duration_ns=rows["duration_ns"].astype(np.int64),
-        is_root=rows["is_root"].astype(np.bool_),
-    )
 
 
 def self_time_ns(spans: TraceSpans) -> IntArray:

@@ -31,9 +31,10 @@ from django.db import transaction
 from latencyboard.db import psycopg_cursor
 from latencyboard.live.services import announce
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups import shares
+from latencyboard.rollups import stage_share_minutes
 from latencyboard.rollups.models import Resolution, StageShareWatermark
 from latencyboard.rollups.windows import ceil_to, floor_to
+from latencyboard.storage import stage_share_rows
 
 logger = logging.getLogger(__name__)
 
@@ -43,80 +44,6 @@ DAY: Final = dt.timedelta(days=1)
 TRACE_REACH: Final = dt.timedelta(hours=1)
 """How far before and after its root's minute a span of the request is looked for: an
 inference request lasts far less, and the bound keeps the read to one or two partitions."""
-
-# The start of the request after the first ``offset`` ones (the partial index of roots).
-_NTH_ROOT = """
-SELECT start_time FROM spans_span
-WHERE pipeline_id = %(pipeline)s AND is_root AND start_time >= %(start)s AND start_time < %(end)s
-ORDER BY start_time
-OFFSET %(offset)s LIMIT 1
-"""
-# The trace ids are collected first (pipeline_time index), then their spans are found by
-# the primary key (team_id, trace_id, …) rather than by scanning the pipeline's hours.
-_TRACE_SPANS = f"""
-SELECT {shares.SPAN_COLUMNS} FROM spans_span
-WHERE team_id = %(team)s AND pipeline_id = %(pipeline)s
-  AND start_time >= %(reach_start)s AND start_time < %(reach_end)s
-  AND trace_id = ANY(ARRAY(
-      SELECT trace_id FROM spans_span
-      WHERE pipeline_id = %(pipeline)s AND is_root
-        AND start_time >= %(start)s AND start_time < %(end)s
-  ))
-"""  # noqa: S608 - the column list is a constant, not input
-_DELETE_RANGE = """
-DELETE FROM rollups_stageshare
-WHERE pipeline_id = %(pipeline)s AND resolution = %(resolution)s
-  AND bucket_start >= %(start)s AND bucket_start < %(end)s
-"""
-# One statement with array parameters: a backlog of days is hundreds of thousands of rows,
-# which one ORM object each would spend most of a catch-up building.
-_INSERT_MINUTES = """
-INSERT INTO rollups_stageshare (
-    team_id, pipeline_id, stage_id, resolution, bucket_start, requests, self_ms_sum,
-    tail_requests, tail_self_ms_sum, root_ms_sum, tail_root_ms_sum
-)
-SELECT %(team)s, %(pipeline)s, u.stage_id, %(resolution)s, to_timestamp(u.bucket), u.requests,
-       u.self_ms_sum, u.tail_requests, u.tail_self_ms_sum, u.root_ms_sum, u.tail_root_ms_sum
-FROM unnest(
-    %(stage)b::int8[], %(bucket)b::int8[], %(requests)b::int8[], %(self)b::float8[],
-    %(tail_requests)b::int8[], %(tail_self)b::float8[], %(root)b::float8[],
-    %(tail_root)b::float8[]
-) AS u(stage_id, bucket, requests, self_ms_sum, tail_requests, tail_self_ms_sum, root_ms_sum,
-       tail_root_ms_sum)
-"""
-# Each finer bucket repeats its request totals on every stage row: they are summed once per
-# finer bucket. Ordered sums give the same floats whenever the same rows are summed.
-_SUM_FINER = """
-INSERT INTO rollups_stageshare (
-    team_id, pipeline_id, stage_id, resolution, bucket_start, requests, self_ms_sum,
-    tail_requests, tail_self_ms_sum, root_ms_sum, tail_root_ms_sum
-)
-WITH fine AS (
-    SELECT *, date_bin(%(width)s, bucket_start, 'epoch') AS bucket
-    FROM rollups_stageshare
-    WHERE pipeline_id = %(pipeline)s AND resolution = %(fine)s
-      AND bucket_start >= %(start)s AND bucket_start < %(end)s
-),
-totals AS (
-    SELECT bucket, sum(requests) AS requests, sum(tail_requests) AS tail_requests,
-           sum(root_ms_sum ORDER BY bucket_start) AS root_ms_sum,
-           sum(tail_root_ms_sum ORDER BY bucket_start) AS tail_root_ms_sum
-    FROM (SELECT DISTINCT ON (bucket_start) * FROM fine ORDER BY bucket_start) AS one_per_bucket
-    GROUP BY bucket
-)
-SELECT f.team_id, f.pipeline_id, f.stage_id, %(coarse)s, f.bucket, t.requests,
-       sum(f.self_ms_sum ORDER BY f.bucket_start), t.tail_requests,
-       sum(f.tail_self_ms_sum ORDER BY f.bucket_start), t.root_ms_sum, t.tail_root_ms_sum
-FROM fine f JOIN totals t USING (bucket)
-GROUP BY f.team_id, f.pipeline_id, f.stage_id, f.bucket, t.requests, t.tail_requests,
-         t.root_ms_sum, t.tail_root_ms_sum
-"""
-# Finer rows stay while the watermark is in their coarser bucket: the next step re-sums it.
-_RETENTION = """
-DELETE FROM rollups_stageshare s USING rollups_stagesharewatermark w
-WHERE s.pipeline_id = w.pipeline_id AND s.resolution = %(resolution)s
-  AND s.bucket_start < least(%(before)s, date_bin(%(coarser)s, w.done_until, 'epoch'))
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,22 +166,25 @@ def _step(
         if done_until is None or done_until >= ready:
             return _IDLE
         cursor = psycopg_cursor(server_side_binding=False)
-        window = {"pipeline": pipeline_id, "start": done_until, "end": ready}
-        first_root = cursor.execute(_NTH_ROOT, {**window, "offset": 0}).fetchone()
+        first_root = stage_share_rows.nth_root(cursor, pipeline_id, done_until, ready)
         if first_root is None:
             end, span_count, rows = ready, 0, []
         else:
-            start = floor_to(first_root[0], MINUTE)
+            start = floor_to(first_root, MINUTE)
             end = min(start + minutes * MINUTE, ready)
             # A step's spans are in memory at once: a backlog is taken a bounded bite at a time.
-            past_budget = cursor.execute(_NTH_ROOT, {**window, "offset": requests}).fetchone()
+            past_budget = stage_share_rows.nth_root(
+                cursor, pipeline_id, done_until, ready, offset=requests
+            )
             if past_budget is not None:
-                end = min(end, max(floor_to(past_budget[0], MINUTE), start + MINUTE))
-            spans = _read_trace_spans(cursor, team_id, pipeline_id, start, end)
+                end = min(end, max(floor_to(past_budget, MINUTE), start + MINUTE))
+            spans = stage_share_rows.trace_spans(
+                cursor, team_id, pipeline_id, start=start, end=end, reach=TRACE_REACH
+            )
             # The traces may hold other roots of the pipeline, of minutes outside the step.
             rows = [
                 row
-                for row in shares.stage_minutes(spans)
+                for row in stage_share_minutes.stage_minutes(spans)
                 if start.timestamp() <= row.bucket < end.timestamp()
             ]
             span_count = len(spans)
@@ -269,57 +199,20 @@ def _step(
     return _Step(len(requests_of), sum(requests_of.values()), span_count, more=end < ready)
 
 
-def _read_trace_spans(
-    cursor: psycopg.Cursor[Any],
-    team_id: int,
-    pipeline_id: int,
-    start: dt.datetime,
-    end: dt.datetime,
-) -> shares.TraceSpans:
-    """The pipeline's spans of every trace with a root of the pipeline in ``[start, end)``."""
-    params = {
-        "team": team_id,
-        "pipeline": pipeline_id,
-        "start": start,
-        "end": end,
-        "reach_start": start - TRACE_REACH,
-        "reach_end": end + TRACE_REACH,
-    }
-    with cursor.copy(f"COPY ({_TRACE_SPANS}) TO STDOUT (FORMAT BINARY)", params) as copy:
-        data = b"".join(copy)
-    return shares.decode_trace_spans(data)
-
-
 def _replace_minutes(
     cursor: psycopg.Cursor[Any],
     team_id: int,
     pipeline_id: int,
     start: dt.datetime,
     end: dt.datetime,
-    rows: list[shares.StageMinute],
+    rows: list[stage_share_minutes.StageMinute],
 ) -> bool:
     """Make ``rows`` the pipeline's minute rows of ``[start, end)``; whether any changed."""
-    cursor.execute(
-        _DELETE_RANGE,
-        {"pipeline": pipeline_id, "resolution": Resolution.MINUTE, "start": start, "end": end},
-    )
-    deleted = cursor.rowcount
+    deleted = stage_share_rows.delete_range(cursor, pipeline_id, Resolution.MINUTE, start, end)
     if rows:
-        psycopg_cursor().execute(
-            _INSERT_MINUTES,
-            {
-                "team": team_id,
-                "pipeline": pipeline_id,
-                "resolution": Resolution.MINUTE,
-                "stage": [row.stage_id for row in rows],
-                "bucket": [row.bucket for row in rows],
-                "requests": [row.requests for row in rows],
-                "self": [row.self_ms_sum for row in rows],
-                "tail_requests": [row.tail_requests for row in rows],
-                "tail_self": [row.tail_self_ms_sum for row in rows],
-                "root": [row.root_ms_sum for row in rows],
-                "tail_root": [row.tail_root_ms_sum for row in rows],
-            },
+        # Array parameters: bound server side.
+        stage_share_rows.insert_minutes(
+            psycopg_cursor(), team_id, pipeline_id, Resolution.MINUTE, rows
         )
     return bool(deleted or rows)
 
@@ -333,16 +226,15 @@ def _sum_finer(
 ) -> None:
     """Recompute the pipeline's ``level.coarse`` rows of the buckets overlapping
     ``[start, end)`` as sums of their finer rows."""
-    params = {
-        "pipeline": pipeline_id,
-        "fine": level.fine,
-        "coarse": level.coarse,
-        "width": level.width,
-        "start": floor_to(start, level.width),
-        "end": ceil_to(end, level.width),
-    }
-    cursor.execute(_DELETE_RANGE, {**params, "resolution": level.coarse})
-    cursor.execute(_SUM_FINER, params)
+    stage_share_rows.sum_finer(
+        cursor,
+        pipeline_id,
+        fine=level.fine,
+        coarse=level.coarse,
+        width=level.width,
+        start=floor_to(start, level.width),
+        end=ceil_to(end, level.width),
+    )
 
 
 def _apply_retention(now: dt.datetime) -> None:
@@ -359,6 +251,4 @@ def _apply_retention(now: dt.datetime) -> None:
     with transaction.atomic():
         cursor = psycopg_cursor(server_side_binding=False)
         for resolution, before, coarser in kept:
-            cursor.execute(
-                _RETENTION, {"resolution": resolution, "before": before, "coarser": coarser}
-            )
+            stage_share_rows.delete_expired(cursor, resolution, before, coarser)

@@ -1,0 +1,72 @@
+"""Pipeline and stage rows as ingest creates them on first sight, over a psycopg connection.
+
+Live ingest (``ingest.writer``) and the demo back-fill (``ingest.backfill``) both resolve
+spans to pipeline and stage ids through these functions, in autocommit: a row is committed
+before its id is cached and shared.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import psycopg
+
+from latencyboard.storage.tables import PIPELINE, STAGE, STAGE_RULE
+
+SERVICE_NAME_MAX_LENGTH: Final = 255
+ENVIRONMENT_MAX_LENGTH: Final = 100
+
+_ENSURE_PIPELINE: Final = f"""
+INSERT INTO {PIPELINE} (team_id, service_name, environment, stage_cap, created_at)
+VALUES (%s, %s, %s, %s, now())
+ON CONFLICT (team_id, service_name, environment) DO UPDATE SET team_id = EXCLUDED.team_id
+RETURNING id
+"""  # noqa: S608 - a constant table name, no input
+_RULES: Final = f"""
+SELECT stage, name_pattern, attribute, value_pattern FROM {STAGE_RULE}
+WHERE pipeline_id = %s ORDER BY position, id
+"""  # noqa: S608 - a constant table name, no input
+_STAGE_CAP: Final = f"SELECT stage_cap FROM {PIPELINE} WHERE id = %s"  # noqa: S608
+_STAGES: Final = f"SELECT name, id FROM {STAGE} WHERE pipeline_id = %s"  # noqa: S608
+_ENSURE_STAGE: Final = f"""
+INSERT INTO {STAGE} (pipeline_id, name, created_at) VALUES (%s, %s, now())
+ON CONFLICT (pipeline_id, name) DO UPDATE SET name = EXCLUDED.name
+RETURNING id
+"""  # noqa: S608 - a constant table name, no input
+
+RuleRow = tuple[str, str, str, str]
+"""(stage, name pattern, attribute, value pattern), as ``mapping.Rule`` takes them."""
+
+
+def ensure_pipeline(
+    conn: psycopg.Connection[Any], team_id: int, service: str, env: str, *, stage_cap: int
+) -> int:
+    """The id of the team's pipeline of ``service`` in ``env``, created (with ``stage_cap``)
+    when missing. Names longer than their columns are cut, as the decoder keeps them whole."""
+    row = conn.execute(
+        _ENSURE_PIPELINE,
+        [team_id, service[:SERVICE_NAME_MAX_LENGTH], env[:ENVIRONMENT_MAX_LENGTH], stage_cap],
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def stage_rules(
+    conn: psycopg.Connection[Any], pipeline_id: int
+) -> tuple[list[RuleRow], int | None]:
+    """The pipeline's stage mapping rules in order, and its stage cap (None: no pipeline)."""
+    rules = conn.execute(_RULES, [pipeline_id]).fetchall()
+    cap = conn.execute(_STAGE_CAP, [pipeline_id]).fetchone()
+    return rules, None if cap is None else int(cap[0])
+
+
+def stages(conn: psycopg.Connection[Any], pipeline_id: int) -> dict[str, int]:
+    """The pipeline's stage ids by name."""
+    return {name: int(stage_id) for name, stage_id in conn.execute(_STAGES, [pipeline_id])}
+
+
+def ensure_stage(conn: psycopg.Connection[Any], pipeline_id: int, name: str) -> int:
+    """The id of the pipeline's stage ``name``, created when missing."""
+    row = conn.execute(_ENSURE_STAGE, [pipeline_id, name]).fetchone()
+    assert row is not None
+    return int(row[0])

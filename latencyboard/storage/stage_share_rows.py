@@ -1,0 +1,327 @@
+"""Stage-share rows (``StageShare``) and the trace spans they are computed from, over a psycopg
+cursor.
+
+A step reads one pipeline's spans of some complete traces as one binary ``COPY`` stream of
+fixed-width rows (:func:`trace_spans`, decoded by :func:`decode_trace_spans`, pure numpy),
+then replaces the pipeline's minute rows of the step and re-sums its hours and days.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+
+from latencyboard.storage import copy_format
+from latencyboard.storage.tables import SPAN, STAGE_SHARE, STAGE_SHARE_WATERMARK
+from latencyboard.storage.timestamps import PG_EPOCH_US
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+_SPAN_COLUMNS: Final = (
+    "trace_id, span_id, parent_span_id IS NOT NULL, coalesce(parent_span_id, 0), stage_id, "
+    "start_time, duration_ns, is_root"
+)
+_HEADER_SIZE: Final = len(copy_format.HEADER)
+_ROW: Final = np.dtype(
+    [
+        ("fields", ">i2"),
+        ("trace_len", ">i4"),
+        ("trace_high", ">u8"),
+        ("trace_low", ">u8"),
+        ("span_len", ">i4"),
+        ("span_id", ">i8"),
+        ("has_parent_len", ">i4"),
+        ("has_parent", "u1"),
+        ("parent_len", ">i4"),
+        ("parent_span_id", ">i8"),
+        ("stage_len", ">i4"),
+        ("stage_id", ">i8"),
+        ("start_len", ">i4"),
+        ("start_us", ">i8"),
+        ("duration_len", ">i4"),
+        ("duration_ns", ">i8"),
+        ("root_len", ">i4"),
+        ("is_root", "u1"),
+    ]
+)
+_FIELD_COUNT: Final = 8
+_LENGTHS: Final = {
+    "trace_len": 16,
+    "span_len": 8,
+    "has_parent_len": 1,
+    "parent_len": 8,
+    "stage_len": 8,
+    "start_len": 8,
+    "duration_len": 8,
+    "root_len": 1,
+}
+
+# The start of the request after the first ``offset`` ones (the partial index of roots).
+_NTH_ROOT: Final = f"""
+SELECT start_time FROM {SPAN}
+WHERE pipeline_id = %(pipeline)s AND is_root AND start_time >= %(start)s AND start_time < %(end)s
+ORDER BY start_time
+OFFSET %(offset)s LIMIT 1
+"""  # noqa: S608 - a constant table name, no input
+# The trace ids are collected first (pipeline_time index), then their spans are found by
+# the primary key (team_id, trace_id, …) rather than by scanning the pipeline's hours.
+_TRACE_SPANS: Final = f"""
+SELECT {_SPAN_COLUMNS} FROM {SPAN}
+WHERE team_id = %(team)s AND pipeline_id = %(pipeline)s
+  AND start_time >= %(reach_start)s AND start_time < %(reach_end)s
+  AND trace_id = ANY(ARRAY(
+      SELECT trace_id FROM {SPAN}
+      WHERE pipeline_id = %(pipeline)s AND is_root
+        AND start_time >= %(start)s AND start_time < %(end)s
+  ))
+"""  # noqa: S608 - constant columns and table name, no input
+_DELETE_RANGE: Final = f"""
+DELETE FROM {STAGE_SHARE}
+WHERE pipeline_id = %(pipeline)s AND resolution = %(resolution)s
+  AND bucket_start >= %(start)s AND bucket_start < %(end)s
+"""  # noqa: S608 - a constant table name, no input
+# One statement with array parameters: a backlog of days is hundreds of thousands of rows,
+# which one ORM object each would spend most of a catch-up building.
+_INSERT_MINUTES: Final = f"""
+INSERT INTO {STAGE_SHARE} (
+    team_id, pipeline_id, stage_id, resolution, bucket_start, requests, self_ms_sum,
+    tail_requests, tail_self_ms_sum, root_ms_sum, tail_root_ms_sum
+)
+SELECT %(team)s, %(pipeline)s, u.stage_id, %(resolution)s, to_timestamp(u.bucket), u.requests,
+       u.self_ms_sum, u.tail_requests, u.tail_self_ms_sum, u.root_ms_sum, u.tail_root_ms_sum
+FROM unnest(
+    %(stage)b::int8[], %(bucket)b::int8[], %(requests)b::int8[], %(self)b::float8[],
+    %(tail_requests)b::int8[], %(tail_self)b::float8[], %(root)b::float8[],
+    %(tail_root)b::float8[]
+) AS u(stage_id, bucket, requests, self_ms_sum, tail_requests, tail_self_ms_sum, root_ms_sum,
+       tail_root_ms_sum)
+"""  # noqa: S608 - a constant table name, no input
+# Each finer bucket repeats its request totals on every stage row: they are summed once per
+# finer bucket. Ordered sums give the same floats whenever the same rows are summed.
+_SUM_FINER: Final = f"""
+INSERT INTO {STAGE_SHARE} (
+    team_id, pipeline_id, stage_id, resolution, bucket_start, requests, self_ms_sum,
+    tail_requests, tail_self_ms_sum, root_ms_sum, tail_root_ms_sum
+)
+WITH fine AS (
+    SELECT *, date_bin(%(width)s, bucket_start, 'epoch') AS bucket
+    FROM {STAGE_SHARE}
+    WHERE pipeline_id = %(pipeline)s AND resolution = %(fine)s
+      AND bucket_start >= %(start)s AND bucket_start < %(end)s
+),
+totals AS (
+    SELECT bucket, sum(requests) AS requests, sum(tail_requests) AS tail_requests,
+           sum(root_ms_sum ORDER BY bucket_start) AS root_ms_sum,
+           sum(tail_root_ms_sum ORDER BY bucket_start) AS tail_root_ms_sum
+    FROM (SELECT DISTINCT ON (bucket_start) * FROM fine ORDER BY bucket_start) AS one_per_bucket
+    GROUP BY bucket
+)
+SELECT f.team_id, f.pipeline_id, f.stage_id, %(coarse)s, f.bucket, t.requests,
+       sum(f.self_ms_sum ORDER BY f.bucket_start), t.tail_requests,
+       sum(f.tail_self_ms_sum ORDER BY f.bucket_start), t.root_ms_sum, t.tail_root_ms_sum
+FROM fine f JOIN totals t USING (bucket)
+GROUP BY f.team_id, f.pipeline_id, f.stage_id, f.bucket, t.requests, t.tail_requests,
+         t.root_ms_sum, t.tail_root_ms_sum
+"""  # noqa: S608 - a constant table name, no input
+# Finer rows stay while the watermark is in their coarser bucket: the next step re-sums it.
+_RETENTION: Final = f"""
+DELETE FROM {STAGE_SHARE} s USING {STAGE_SHARE_WATERMARK} w
+WHERE s.pipeline_id = w.pipeline_id AND s.resolution = %(resolution)s
+  AND s.bucket_start < least(%(before)s, date_bin(%(coarser)s, w.done_until, 'epoch'))
+"""  # noqa: S608 - constant table names, no input
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSpans:
+    """Parallel arrays, one entry per span of one pipeline, in any order."""
+
+    trace: IntArray  # the trace's rank among the traces given: 0 … traces - 1
+    span_id: IntArray
+    parent_span_id: IntArray  # meaningful where ``has_parent``
+    has_parent: BoolArray
+    stage_id: IntArray
+    start_ns: IntArray  # Unix nanoseconds
+    duration_ns: IntArray
+    is_root: BoolArray
+
+    def __len__(self) -> int:
+        return len(self.span_id)
+
+
+class Minute(Protocol):
+    """One stage's row of one minute: ``rollups.stage_share_minutes.StageMinute``."""
+
+    @property
+    def bucket(self) -> int: ...
+    @property
+    def stage_id(self) -> int: ...
+    @property
+    def requests(self) -> int: ...
+    @property
+    def tail_requests(self) -> int: ...
+    @property
+    def self_ms_sum(self) -> float: ...
+    @property
+    def tail_self_ms_sum(self) -> float: ...
+    @property
+    def root_ms_sum(self) -> float: ...
+    @property
+    def tail_root_ms_sum(self) -> float: ...
+
+
+def decode_trace_spans(data: bytes) -> TraceSpans:
+    """Decode the binary ``COPY`` stream of :func:`trace_spans` into columns.
+
+    Raises ValueError for anything but that layout (another column list, a NULL, a truncated
+    stream): every row has the same width, so the rows are read as one numpy record array.
+    Trace ids are ranked in byte order, the order PostgreSQL sorts uuids in.
+    """
+    if len(data) < _HEADER_SIZE + len(copy_format.TRAILER) or not data.startswith(
+        copy_format.SIGNATURE
+    ):
+        raise ValueError("not a binary COPY stream")
+    if not data.endswith(copy_format.TRAILER):
+        raise ValueError("binary COPY stream without its trailer")
+    body = len(data) - _HEADER_SIZE - len(copy_format.TRAILER)
+    if body % _ROW.itemsize:
+        raise ValueError(f"binary COPY body of {body} bytes is not whole {_ROW.itemsize}-byte rows")
+    rows = np.frombuffer(data, dtype=_ROW, count=body // _ROW.itemsize, offset=_HEADER_SIZE)
+    if np.any(rows["fields"] != _FIELD_COUNT) or any(
+        np.any(rows[name] != length) for name, length in _LENGTHS.items()
+    ):
+        raise ValueError("binary COPY rows do not have the trace span columns' layout")
+    high, low = rows["trace_high"].astype(np.uint64), rows["trace_low"].astype(np.uint64)
+    by_trace = np.argsort(low)
+    by_trace = by_trace[np.argsort(high[by_trace], kind="stable")]
+    high, low = high[by_trace], low[by_trace]
+    new_trace = np.ones(len(rows), dtype=np.bool_)
+    new_trace[1:] = (high[1:] != high[:-1]) | (low[1:] != low[:-1])
+    trace = np.empty(len(rows), dtype=np.int64)
+    trace[by_trace] = np.cumsum(new_trace) - 1
+    return TraceSpans(
+        trace=trace,
+        span_id=rows["span_id"].astype(np.int64),
+        parent_span_id=rows["parent_span_id"].astype(np.int64),
+        has_parent=rows["has_parent"].astype(np.bool_),
+        stage_id=rows["stage_id"].astype(np.int64),
+        start_ns=(rows["start_us"].astype(np.int64) + PG_EPOCH_US) * 1000,
+        duration_ns=rows["duration_ns"].astype(np.int64),
+        is_root=rows["is_root"].astype(np.bool_),
+    )
+
+
+def nth_root(
+    cursor: psycopg.Cursor[Any],
+    pipeline_id: int,
+    start: dt.datetime,
+    end: dt.datetime,
+    offset: int = 0,
+) -> dt.datetime | None:
+    """When the pipeline's root span after the first ``offset`` ones in ``[start, end)``
+    started; None if there are not that many."""
+    params = {"pipeline": pipeline_id, "start": start, "end": end, "offset": offset}
+    found = cursor.execute(_NTH_ROOT, params).fetchone()
+    return None if found is None else found[0]
+
+
+def trace_spans(
+    cursor: psycopg.Cursor[Any],
+    team_id: int,
+    pipeline_id: int,
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    reach: dt.timedelta,
+) -> TraceSpans:
+    """The pipeline's spans of every trace with a root of the pipeline in ``[start, end)``,
+    looked for within ``reach`` of the range."""
+    params = {
+        "team": team_id,
+        "pipeline": pipeline_id,
+        "start": start,
+        "end": end,
+        "reach_start": start - reach,
+        "reach_end": end + reach,
+    }
+    with cursor.copy(f"COPY ({_TRACE_SPANS}) TO STDOUT (FORMAT BINARY)", params) as copy:
+        data = b"".join(copy)
+    return decode_trace_spans(data)
+
+
+def delete_range(
+    cursor: psycopg.Cursor[Any],
+    pipeline_id: int,
+    resolution: str,
+    start: dt.datetime,
+    end: dt.datetime,
+) -> int:
+    """Delete the pipeline's ``resolution`` rows of ``[start, end)``; returns how many."""
+    cursor.execute(
+        _DELETE_RANGE,
+        {"pipeline": pipeline_id, "resolution": resolution, "start": start, "end": end},
+    )
+    return cursor.rowcount
+
+
+def insert_minutes(
+    cursor: psycopg.Cursor[Any],
+    team_id: int,
+    pipeline_id: int,
+    resolution: str,
+    rows: Sequence[Minute],
+) -> None:
+    cursor.execute(
+        _INSERT_MINUTES,
+        {
+            "team": team_id,
+            "pipeline": pipeline_id,
+            "resolution": resolution,
+            "stage": [row.stage_id for row in rows],
+            "bucket": [row.bucket for row in rows],
+            "requests": [row.requests for row in rows],
+            "self": [row.self_ms_sum for row in rows],
+            "tail_requests": [row.tail_requests for row in rows],
+            "tail_self": [row.tail_self_ms_sum for row in rows],
+            "root": [row.root_ms_sum for row in rows],
+            "tail_root": [row.tail_root_ms_sum for row in rows],
+        },
+    )
+
+
+def sum_finer(
+    cursor: psycopg.Cursor[Any],
+    pipeline_id: int,
+    *,
+    fine: str,
+    coarse: str,
+    width: dt.timedelta,
+    start: dt.datetime,
+    end: dt.datetime,
+) -> None:
+    """Replace the pipeline's ``coarse`` rows of ``[start, end)`` (whole ``width`` buckets)
+    by the sums of their ``fine`` rows."""
+    params = {
+        "pipeline": pipeline_id,
+        "fine": fine,
+        "coarse": coarse,
+        "width": width,
+        "start": start,
+        "end": end,
+    }
+    delete_range(cursor, pipeline_id, coarse, start, end)
+    cursor.execute(_SUM_FINER, params)
+
+
+def delete_expired(
+    cursor: psycopg.Cursor[Any], resolution: str, before: dt.datetime, coarser: dt.timedelta
+) -> None:
+    """Delete the ``resolution`` rows before ``before`` whose ``coarser`` bucket each
+    pipeline's watermark has left."""
+    cursor.execute(_RETENTION, {"resolution": resolution, "before": before, "coarser": coarser})
