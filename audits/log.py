@@ -74,4 +74,10 @@ def client_ip(request: HttpRequest | None) -> str | None:
 
 def on_acted(sender: object, **kwargs: Any) -> None:
     """Receiver of ``latencyboard.audit_trail.acted``."""
-    record(kwargs["request"], kwargs["action"], kwargs["subject"], kwargs["detail"])
+    record(
+        kwargs["request"],
+        kwargs["action"],
+        kwargs["subject"],
+        kwargs["detail"],
+        actor=kwargs.get("actor"),
+    )

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.dispatch import Signal
 from django.http import HttpRequest
 
@@ -33,7 +34,11 @@ def act(
     action: str,
     subject: Subject,
     detail: Mapping[str, Any] | None = None,
+    *,
+    actor: User | AnonymousUser | None = None,
 ) -> None:
-    """Record that the request's user did ``action`` (``"objective.created"``) to ``subject``;
-    ``detail`` is JSON-able (numbers as strings where exactness matters)."""
-    acted.send(Subject, request=request, action=action, subject=subject, detail=detail or {})
+    """Record that ``actor`` (else the request's user) did ``action`` (``"objective.created"``)
+    to ``subject``; ``detail`` is JSON-able (numbers as strings where exactness matters)."""
+    acted.send(
+        Subject, request=request, action=action, subject=subject, detail=detail or {}, actor=actor
+    )

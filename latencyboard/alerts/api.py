@@ -75,7 +75,7 @@ class AlertViewSet(
     @action(detail=True, methods=["post"])
     def ack(self, request: Request, alert_id: str | None = None) -> Response:
         alert = self.get_object()
-        if not services.acknowledge(alert, request.user, timezone.now()):
+        if not services.acknowledge(alert, request.user, timezone.now(), request):
             return _not_open(alert, "firing")
         return Response(AlertDetailSerializer(alert).data)
 
@@ -89,7 +89,8 @@ class AlertViewSet(
         alert = self.get_object()
         given = ResolveSerializer(data=request.data)
         given.is_valid(raise_exception=True)
-        if not services.resolve(alert, request.user, timezone.now(), given.validated_data["note"]):
+        note = given.validated_data["note"]
+        if not services.resolve(alert, request.user, timezone.now(), note, request):
             return _not_open(alert, "open")
         return Response(AlertDetailSerializer(alert).data)
 
@@ -121,6 +122,18 @@ class _AdminWrites:
             teams = teams.filter(pk=team_id)
         if not teams.exists():
             raise PermissionDenied("Only team admins change alert rules and channels.")
+
+    def perform_create(self, serializer: BaseSerializer[Any]) -> None:
+        saved = serializer.save()
+        services.record_setting(self.request, saved, "created", serializer.validated_data)  # type: ignore[attr-defined]
+
+    def perform_update(self, serializer: BaseSerializer[Any]) -> None:
+        saved = serializer.save()
+        services.record_setting(self.request, saved, "changed", serializer.validated_data)  # type: ignore[attr-defined]
+
+    def perform_destroy(self, instance: Any) -> None:
+        services.record_setting(self.request, instance, "deleted", {})  # type: ignore[attr-defined]
+        instance.delete()
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         self._check_writable()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q
+from django.http import HttpRequest
 
 from latencyboard.alerts import lifecycle
 from latencyboard.alerts.models import (
@@ -23,6 +25,7 @@ from latencyboard.alerts.models import (
     Rule,
     Silence,
 )
+from latencyboard.audit_trail import Subject, act
 from latencyboard.sla.models import MaintenanceWindow
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
@@ -173,8 +176,44 @@ def _require_responder(user: User | AnonymousUser, alert: Alert) -> User:
     return user
 
 
-def acknowledge(alert: Alert, user: User | AnonymousUser, now: dt.datetime) -> bool:
-    """On-call took it: firing → acknowledged. ``False`` when it was no longer firing."""
+_UNRECORDED: Final = frozenset({"secret", "target"})
+"""Settings kept out of the audit log: a channel's secret, and its target (a Slack webhook
+URL is itself a credential)."""
+
+
+def record_setting(
+    request: HttpRequest, setting: Rule | Channel, verb: str, values: Mapping[str, Any]
+) -> None:
+    """Put a rule's or channel's creation, change or deletion (``verb``) in the audit log,
+    with the values it was given."""
+    if isinstance(setting, Rule):
+        subject = Subject("alert_rule", setting.pk, setting.name, setting.pipeline.team_id)
+    else:
+        subject = Subject("alert_channel", setting.pk, setting.name, setting.team_id)
+    detail = {name: _plain(value) for name, value in values.items() if name not in _UNRECORDED}
+    act(request, f"{subject.type}.{verb}", subject, detail)
+
+
+def _plain(value: Any) -> Any:
+    """A form or serializer value as JSON: objects by their names, many of them sorted."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    if isinstance(value, Iterable):
+        return sorted(str(item) for item in value)
+    return str(value)
+
+
+def alert_subject(alert: Alert) -> Subject:
+    return Subject(
+        "alert", alert.pk, f"{alert.pipeline} {alert.stage_name}", alert.pipeline.team_id
+    )
+
+
+def acknowledge(
+    alert: Alert, user: User | AnonymousUser, now: dt.datetime, request: HttpRequest | None = None
+) -> bool:
+    """On-call took it: firing → acknowledged. ``False`` when it was no longer firing.
+    Recorded in the audit log with ``request``'s address."""
     who = _require_responder(user, alert)
     with transaction.atomic():
         changed = Alert.objects.filter(pk=alert.pk, status=AlertStatus.FIRING).update(
@@ -183,10 +222,17 @@ def acknowledge(alert: Alert, user: User | AnonymousUser, now: dt.datetime) -> b
         if changed:
             alert.status = AlertStatus.ACKNOWLEDGED
             record_event(alert, AlertStatus.FIRING, AlertStatus.ACKNOWLEDGED, now, who=who)
+            act(request, "alert.acknowledged", alert_subject(alert), actor=who)
     return bool(changed)
 
 
-def resolve(alert: Alert, user: User | AnonymousUser, now: dt.datetime, note: str = "") -> bool:
+def resolve(
+    alert: Alert,
+    user: User | AnonymousUser,
+    now: dt.datetime,
+    note: str = "",
+    request: HttpRequest | None = None,
+) -> bool:
     """Closed by hand (firing or acknowledged → resolved). ``False`` when already resolved.
     Should the detector still see the regression, its next evaluation opens a new incident."""
     who = _require_responder(user, alert)
@@ -199,11 +245,17 @@ def resolve(alert: Alert, user: User | AnonymousUser, now: dt.datetime, note: st
         )
         alert.status, alert.resolved_at = AlertStatus.RESOLVED, now
         record_event(alert, old, AlertStatus.RESOLVED, now, who=who, note=note)
+        act(request, "alert.resolved", alert_subject(alert), {"note": note}, actor=who)
     return True
 
 
 def silence(
-    alert: Alert, user: User | AnonymousUser, until: dt.datetime, reason: str, now: dt.datetime
+    alert: Alert,
+    user: User | AnonymousUser,
+    until: dt.datetime,
+    reason: str,
+    now: dt.datetime,
+    request: HttpRequest | None = None,
 ) -> Silence:
     """Hold back notifications of the alert's pipeline stage until ``until``; noted in the
     alert's history."""
@@ -225,4 +277,6 @@ def silence(
             at=now,
             note=f"silenced {alert.stage_name} until {until:%Y-%m-%d %H:%M} UTC: {reason}"[:500],
         )
+        detail = {"until": until.isoformat(), "reason": created.reason}
+        act(request, "alert.silenced", alert_subject(alert), detail, actor=who)
     return created

@@ -102,7 +102,7 @@ def alert_detail(request: HttpRequest, alert_id: int) -> HttpResponse:
 @require_POST
 def acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = get_object_or_404(queries.alerts_of(request.user), pk=alert_id)
-    if services.acknowledge(alert, request.user, timezone.now()):
+    if services.acknowledge(alert, request.user, timezone.now(), request):
         messages.success(request, "Acknowledged.")
     else:
         messages.info(request, f"Nothing to acknowledge: the alert is {alert.status}.")
@@ -116,7 +116,7 @@ def resolve(request: HttpRequest, alert_id: int) -> HttpResponse:
     form = ResolveForm(request.POST)
     if not form.is_valid():
         return HttpResponse("A note is at most 400 characters.", status=400)
-    if services.resolve(alert, request.user, timezone.now(), form.cleaned_data["note"]):
+    if services.resolve(alert, request.user, timezone.now(), form.cleaned_data["note"], request):
         messages.success(request, "Resolved.")
     else:
         messages.info(request, "Already resolved.")
@@ -132,7 +132,7 @@ def silence(request: HttpRequest, alert_id: int) -> HttpResponse:
         return HttpResponse("Choose a duration and give a reason.", status=400)
     now = timezone.now()
     until = now + dt.timedelta(minutes=form.cleaned_data["minutes"])
-    services.silence(alert, request.user, until, form.cleaned_data["reason"], now)
+    services.silence(alert, request.user, until, form.cleaned_data["reason"], now, request)
     messages.success(request, f"Silenced {alert.stage_name} until {until:%H:%M} UTC.")
     return redirect("alerts:detail", alert_id=alert.pk)
 
@@ -162,6 +162,8 @@ def _edit(
     form = form_class(request.POST or None, instance=instance, teams=teams)
     if request.method == "POST" and form.is_valid():
         saved = form.save()
+        verb = "created" if instance is None else "changed"
+        services.record_setting(request, saved, verb, form.cleaned_data)
         messages.success(request, f"Saved {what} “{saved}”.")
         return redirect("alerts:settings")
     status = 400 if form.errors else 200

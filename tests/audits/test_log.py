@@ -10,15 +10,18 @@ from typing import cast
 import pytest
 from django.contrib.auth.models import User
 from django.db import DatabaseError, connection, transaction
+from django.urls import reverse
 
 from audits.log import record
 from audits.models import AuditEvent
+from latencyboard.alerts.models import Alert, AlertStatus
 from latencyboard.audit_trail import Subject
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.sla.models import Objective
 from latencyboard.teams.models import Membership, Role, Team
 from tests.factories import make_team
 from tests.factories import make_user as make_any_user
+from tests.latencyboard.alerts.scenes import NOW, make_scene
 
 pytestmark = pytest.mark.django_db
 
@@ -327,3 +330,66 @@ def test_maintenance_window_added_and_deleted_is_recorded(client):
         ("maintenance.added", str(objective.pk), window, "failover drill"),
         ("maintenance.deleted", str(objective.pk), window, "failover drill"),
     ]
+
+
+def test_alert_handling_and_rule_and_channel_changes_are_recorded(client):
+    # given an on-call member and an admin of a team with a firing alert
+    scene = make_scene()
+    alert = Alert.objects.create(
+        rule=scene.rule,
+        pipeline=scene.pipeline,
+        stage=scene.stage,
+        dedup_key="k-audit",
+        status=AlertStatus.FIRING,
+        summary="fraud-scorer · model_forward slower",
+        started_at=NOW,
+    )
+    oncall, admin = make_user(scene.team, Role.ONCALL), make_user(scene.team, Role.ADMIN)
+
+    # when on-call acknowledges it on the page, then silences it through the page too
+    client.force_login(oncall)
+    client.post(reverse("alerts:ack", kwargs={"alert_id": alert.pk}), HTTP_USER_AGENT=AGENT)
+    client.post(
+        reverse("alerts:silence", kwargs={"alert_id": alert.pk}),
+        {"minutes": "30", "reason": "deploy in progress"},
+    )
+    # and the admin creates a rule and a channel through the API, and deletes the channel
+    client.force_login(admin)
+    rule = client.post(
+        "/api/alert-rules/",
+        {"pipeline": scene.pipeline.pk, "name": "e2e p99", "min_effect_percent": 30},
+        content_type="application/json",
+    )
+    channel = client.post(
+        "/api/alert-channels/",
+        {
+            "team": scene.team.pk,
+            "name": "pager",
+            "kind": "slack",
+            "target": "https://hooks.slack.com/services/T0/B0/secretpart",
+        },
+        content_type="application/json",
+    )
+    client.delete(f"/api/alert-channels/{channel.json()['id']}/")
+
+    # then each act is in the audit log with who did it, and no channel target or secret
+    events = list(
+        AuditEvent.objects.filter(team=scene.team)
+        .order_by("id")
+        .values_list("action", "actor_username", "subject_type", "subject_label")
+    )
+    assert (rule.status_code, channel.status_code) == (201, 201)
+    assert events == [
+        ("alert.acknowledged", oncall.username, "alert", "fraud-scorer model_forward"),
+        ("alert.silenced", oncall.username, "alert", "fraud-scorer model_forward"),
+        ("alert_rule.created", admin.username, "alert_rule", "e2e p99"),
+        ("alert_channel.created", admin.username, "alert_channel", "pager"),
+        ("alert_channel.deleted", admin.username, "alert_channel", "pager"),
+    ]
+    acknowledged = AuditEvent.objects.get(action="alert.acknowledged")
+    assert acknowledged.user_agent == AGENT
+    created_rule = AuditEvent.objects.get(action="alert_rule.created")
+    assert created_rule.detail["min_effect_percent"] == 30
+    logged = str(list(AuditEvent.objects.values_list("detail", flat=True)))
+    assert "hooks.slack.com" not in logged
+    assert "secretpart" not in logged
