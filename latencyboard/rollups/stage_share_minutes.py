@@ -41,31 +41,13 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from latencyboard.storage.stage_share_rows import TraceSpans
+from latencyboard.storage.stage_share_rows import StageMinute, TraceSpans
 
 _NS_PER_MINUTE: Final = 60 * 10**9
 _NS_PER_MS: Final = 10**6
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-
-@dataclass(frozen=True, slots=True)
-class StageMinute:
-    """One stage's self time over the requests of one minute, and over the minute's tail.
-
-    ``requests``, ``tail_requests`` and the two root sums describe the whole minute and are
-    the same for every stage of it. Sums are exact nanosecond sums, in milliseconds.
-    """
-
-    bucket: int  # start of the minute, Unix seconds
-    stage_id: int
-    requests: int
-    tail_requests: int
-    self_ms_sum: float
-    tail_self_ms_sum: float
-    root_ms_sum: float
-    tail_root_ms_sum: float
 
 
 def self_time_ns(spans: TraceSpans) -> IntArray:

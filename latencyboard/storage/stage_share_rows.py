@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -155,25 +155,23 @@ class TraceSpans:
         return len(self.span_id)
 
 
-class Minute(Protocol):
-    """One stage's row of one minute: ``rollups.stage_share_minutes.StageMinute``."""
+@dataclass(frozen=True, slots=True)
+class StageMinute:
+    """One stage's self time over the requests of one minute, and over the minute's tail: a
+    row of the stage-share table (``rollups.stage_share_minutes`` computes them).
 
-    @property
-    def bucket(self) -> int: ...
-    @property
-    def stage_id(self) -> int: ...
-    @property
-    def requests(self) -> int: ...
-    @property
-    def tail_requests(self) -> int: ...
-    @property
-    def self_ms_sum(self) -> float: ...
-    @property
-    def tail_self_ms_sum(self) -> float: ...
-    @property
-    def root_ms_sum(self) -> float: ...
-    @property
-    def tail_root_ms_sum(self) -> float: ...
+    ``requests``, ``tail_requests`` and the two root sums describe the whole minute and are
+    the same for every stage of it. Sums are exact nanosecond sums, in milliseconds.
+    """
+
+    bucket: int  # start of the minute, Unix seconds
+    stage_id: int
+    requests: int
+    tail_requests: int
+    self_ms_sum: float
+    tail_self_ms_sum: float
+    root_ms_sum: float
+    tail_root_ms_sum: float
 
 
 def decode_trace_spans(data: bytes) -> TraceSpans:
@@ -275,7 +273,7 @@ def insert_minutes(
     team_id: int,
     pipeline_id: int,
     resolution: str,
-    rows: Sequence[Minute],
+    rows: Sequence[StageMinute],
 ) -> None:
     cursor.execute(
         _INSERT_MINUTES,
