@@ -15,6 +15,7 @@ from django.db import transaction
 
 from latencyboard.alerts import burn_rate, evidence, lifecycle, regression
 from latencyboard.alerts.baselines import detector_baselines
+from latencyboard.alerts.cohort_mix import assess_mix
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.services import advance
 from latencyboard.alerts.sketch_queries import stage_sketches
@@ -100,26 +101,41 @@ def _regression(
     rule: Rule, names: dict[int | None, str], findings: dict[int | None, Finding], now: dt.datetime
 ) -> None:
     end = now.astimezone(dt.UTC).replace(second=0, microsecond=0)
-    windows = stage_sketches(rule.pipeline, end - rule.window_minutes * MINUTE, end, MINUTE)
+    start = end - rule.window_minutes * MINUTE
+    windows = stage_sketches(rule.pipeline, start, end, MINUTE)
     baselines = detector_baselines(rule.pipeline)
     by_name = {name: stage_id for stage_id, name in names.items()}
+    detector = regression.RegressionRule(
+        family_alpha=rule.significance,
+        min_relative_effect=rule.min_effect_percent / 100.0,
+        min_absolute_effect_ms=rule.min_effect_ms,
+        min_baseline_count=settings.ALERT_BASELINE_MIN_COUNT,
+    )
     result = regression.evaluate(
         {names[s]: b for s, b in baselines.items() if s in names},
         {names[s]: w for s, w in windows.items() if s in names},
-        regression.RegressionRule(
-            family_alpha=rule.significance,
-            min_relative_effect=rule.min_effect_percent / 100.0,
-            min_absolute_effect_ms=rule.min_effect_ms,
-            min_baseline_count=settings.ALERT_BASELINE_MIN_COUNT,
-        ),
+        detector,
     )
     for stage in result.stages:
-        finding = findings[by_name[stage.stage]]
+        stage_id = by_name[stage.stage]
+        finding = findings[stage_id]
         if stage.status is regression.Status.REGRESSION:
             finding.outcomes.append(lifecycle.Outcome.FIRING)
             found = evidence.regression_evidence(stage, result)
-            found["window_start"] = (end - rule.window_minutes * MINUTE).isoformat()
+            found["window_start"] = start.isoformat()
             found["window_end"] = end.isoformat()
+            assert stage.strongest is not None, "a regressed stage has a fired test"
+            split = assess_mix(
+                rule.pipeline,
+                stage_id,
+                baselines[stage_id],
+                start,
+                end,
+                stage.strongest.q,
+                detector,
+            )
+            if split is not None:
+                found["mix"] = evidence.mix_evidence(*split)
             finding.evidence["regression"] = found
             finding.summary = evidence.regression_summary(str(rule.pipeline), stage.stage, found)
         elif stage.status is regression.Status.OK:

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from latencyboard.alerts.burn_rate import BurnEvaluation
+from latencyboard.alerts.mix import Label, MixDecomposition
 from latencyboard.alerts.regression import Evaluation, StageResult
 from latencyboard.alerts.tail import Interval
 
@@ -48,7 +49,49 @@ def regression_evidence(stage: StageResult, evaluation: Evaluation) -> dict[str,
     }
 
 
+def mix_evidence(attribute: str, split: MixDecomposition) -> dict[str, Any]:
+    """The split of the change by ``attribute``'s cohorts, each cohort's share and quantile
+    in the baseline and in the window."""
+    return {
+        "attribute": attribute,
+        "label": str(split.label),
+        "cohort": split.cohort,
+        "message": split.message,
+        "quantile": quantile_name(split.q),
+        "threshold_ms": split.threshold_ms,
+        "n": split.n,
+        "k": split.k,
+        "expected": split.expected,
+        "expected_with_mix": split.expected_with_mix,
+        "within_excess": split.within_excess,
+        "mix_excess": split.mix_excess,
+        "p_value": split.p_value,
+        "mix_p_value": split.mix_p_value,
+        "cohorts": [
+            {
+                "cohort": c.cohort,
+                "baseline_share": c.baseline_share,
+                "current_share": c.current_share,
+                "baseline_ms": None if c.baseline_ms is None else _finite(c.baseline_ms),
+                "current_ms": _finite(c.current_ms),
+                "n": c.n,
+                "k": c.k,
+                "regressed": c.regressed,
+            }
+            for c in split.cohorts
+        ],
+    }
+
+
+NAMED = (Label.MIX_SHIFT, Label.MIX_SHIFT_AND_REGRESSION, Label.REGRESSION)
+
+
 def regression_summary(pipeline: str, stage: str, evidence: dict[str, Any]) -> str:
+    """The cohort split's words when it names a cohort (a mix shift, or the cohort that
+    regressed), else the stage's figures."""
+    mix = evidence["mix"]
+    if mix and mix["cohort"] is not None and mix["label"] in NAMED:
+        return f"{pipeline} · {stage}: {mix['message']}"
     return (
         f"{pipeline} · {stage}: {evidence['quantile']} "
         f"{evidence['baseline']['estimate']:.1f} → {evidence['current']['estimate']:.1f} ms "

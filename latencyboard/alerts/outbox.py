@@ -50,6 +50,10 @@ def figures(evidence: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         ]
         if found.get("grew_most"):
             rows.append(("grew most", found["grew_most"]))
+        mix = found.get("mix")
+        rows.append(
+            (f"mix by {mix['attribute']}", mix["message"]) if mix else ("mix", "not assessed")
+        )
     burn = evidence.get("burn_rate")
     if burn:
         for condition in burn["conditions"]:

@@ -10,7 +10,7 @@ import numpy as np
 from latencyboard.alerts.models import Channel, Rule
 from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups.models import Rollup
+from latencyboard.rollups.models import CohortRollup, Rollup
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.teams.models import Team
 from tests.factories import make_team
@@ -67,6 +67,37 @@ def put_rollup(
         max_ms=sketch.max,
         sketch=sketch.to_bytes(),
     )
+
+
+def put_cohort_rollup(
+    scene: Scene, resolution: str, start: dt.datetime, value: str, values_ms: np.ndarray
+) -> None:
+    """The stage's spans of ``model.version`` ``value`` over one bucket."""
+    sketch = Sketch.from_values(values_ms)
+    CohortRollup.objects.create(
+        team=scene.team,
+        pipeline=scene.pipeline,
+        stage=scene.stage,
+        attribute="model.version",
+        value=value,
+        resolution=resolution,
+        bucket_start=start,
+        count=sketch.count,
+        error_count=0,
+        sum_ms=sketch.sum,
+        min_ms=sketch.min,
+        max_ms=sketch.max,
+        sketch=sketch.to_bytes(),
+    )
+
+
+def put_versions(
+    scene: Scene, resolution: str, start: dt.datetime, versions: dict[str, np.ndarray]
+) -> None:
+    """One bucket of the stage: a cohort row per version and the rollup of them all."""
+    for value, values_ms in versions.items():
+        put_cohort_rollup(scene, resolution, start, value, values_ms)
+    put_rollup(scene, resolution, start, np.concatenate(list(versions.values())))
 
 
 def latencies(n: int, seed: int, scale: float = 1.0) -> np.ndarray:

@@ -1,0 +1,60 @@
+"""Is a firing stage's change a regression or a change of traffic mix? Its cohort sketches
+(``model.version``, ``service.version`` and the pipeline's other cohort attributes) over the
+baseline's window and the evaluated window, split by :func:`latencyboard.alerts.mix.decompose`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from latencyboard.alerts.mix import Label, MixDecomposition, decompose
+from latencyboard.alerts.regression import Baseline, RegressionRule
+from latencyboard.pipelines.models import Pipeline, cohort_attributes
+from latencyboard.rollups.cohort_queries import END_TO_END, cohort_series, window_segments
+from latencyboard.sketches.sketch import Sketch
+
+logger = logging.getLogger(__name__)
+
+NAMING = (Label.MIX_SHIFT, Label.MIX_SHIFT_AND_REGRESSION, Label.REGRESSION)
+
+
+def assess_mix(
+    pipeline: Pipeline,
+    stage_id: int | None,
+    baseline: Baseline,
+    start: dt.datetime,
+    end: dt.datetime,
+    q: float,
+    rule: RegressionRule,
+) -> tuple[str, MixDecomposition] | None:
+    """The split of ``stage_id``'s change at ``q`` (``None``: end to end) over the window
+    ``[start, end)`` against ``baseline``, by the first cohort attribute that names a cohort
+    (a mix shift, or a regression inside one cohort), else by the first with cohort rows on
+    both sides; ``None`` when no attribute has any (mix not assessed)."""
+    series = END_TO_END if stage_id is None else stage_id
+    before = window_segments(pipeline, baseline.window_start, baseline.window_end)
+    now = window_segments(pipeline, start, end)
+    found: list[tuple[str, MixDecomposition]] = []
+    for attribute in cohort_attributes(pipeline):
+        baselines = {
+            value: Baseline(figures[series].sketch, baseline.window_start, baseline.window_end)
+            for value, figures in cohort_series(pipeline.pk, attribute, None, before).items()
+            if series in figures
+        }
+        windows: dict[str, Sketch] = {
+            value: figures[series].sketch
+            for value, figures in cohort_series(pipeline.pk, attribute, None, now).items()
+            if series in figures
+        }
+        if not baselines or not windows:
+            continue
+        split = decompose(baselines, windows, q, rule)
+        if split.cohort is not None and split.label in NAMING:
+            return attribute, split
+        found.append((attribute, split))
+    logger.info(
+        "alerts.mix_unnamed",
+        extra={"pipeline_id": pipeline.pk, "stage_id": stage_id, "attributes": len(found)},
+    )
+    return found[0] if found else None

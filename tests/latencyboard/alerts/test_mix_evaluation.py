@@ -1,0 +1,134 @@
+"""Mix-aware alert evidence on real rollup and cohort rollup rows in PostgreSQL: a traffic
+shift to a slower version is told from a slowdown within one version, on the alert, its page
+and its notice."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+from django.urls import reverse
+
+from latencyboard.alerts.baselines import compute_baselines
+from latencyboard.alerts.evaluation import evaluate_rule
+from latencyboard.alerts.models import Alert, Delivery
+from latencyboard.alerts.outbox import notice_of
+from latencyboard.teams.models import Role
+from tests.factories import make_user
+from tests.latencyboard.alerts.scenes import (
+    BASELINE_AT,
+    MINUTE,
+    NOW,
+    Scene,
+    latencies,
+    make_scene,
+    put_history,
+    put_minutes,
+    put_versions,
+)
+
+pytestmark = pytest.mark.django_db
+
+HOUR = dt.timedelta(hours=1)
+
+
+def put_version_history(scene: Scene, per_hour: dict[str, int]) -> None:
+    """24 hours of the stage, as :func:`put_history`, split between versions alike."""
+    top = NOW.replace(minute=0, second=0, microsecond=0) - HOUR
+    for hour in range(1, 25):
+        versions = {
+            value: latencies(n, hour * 10 + i) for i, (value, n) in enumerate(per_hour.items())
+        }
+        put_versions(scene, "hour", top - hour * HOUR, versions)
+
+
+def put_version_minutes(scene: Scene, per_minute: dict[str, tuple[int, float]]) -> None:
+    """The 10 complete minutes before NOW, each version's count and slowdown."""
+    end = NOW.replace(second=0, microsecond=0)
+    for m in range(1, 11):
+        versions = {
+            value: latencies(n, 1000 + m * 10 + i, scale)
+            for i, (value, (n, scale)) in enumerate(per_minute.items())
+        }
+        put_versions(scene, "minute", end - m * MINUTE, versions)
+
+
+def evaluate(scene: Scene) -> Alert:
+    compute_baselines(BASELINE_AT)
+    evaluate_rule(scene.rule.pk, NOW)
+    return Alert.objects.get()
+
+
+def test_traffic_moving_to_a_slower_version_is_a_mix_shift_not_a_regression(client):
+    # given a day of v7 only, then 60% of the last 10 minutes on v8, 35% slower
+    scene = make_scene()
+    put_version_history(scene, {"v7": 2000})
+    put_version_minutes(scene, {"v7": (48, 1.0), "v8": (72, 1.35)})
+
+    # when the rule is evaluated
+    alert = evaluate(scene)
+
+    # then the evidence and the summary say mix shift to v8, on the page and in the notice
+    mix = alert.evidence["regression"]["mix"]
+    assert (mix["attribute"], mix["label"], mix["cohort"]) == ("model.version", "mix_shift", "v8")
+    assert [(c["cohort"], c["n"], c["regressed"]) for c in mix["cohorts"]] == [
+        ("v7", 480, False),
+        ("v8", 720, False),
+    ]
+    assert [round(c["current_share"], 2) for c in mix["cohorts"]] == [0.4, 0.6]
+    assert re.fullmatch(
+        r"fraud-scorer · model_forward: mix shift: 60% of traffic now on v8, "
+        r"whose p\d+ is \d+% above v7",
+        alert.summary,
+    )
+    client.force_login(make_user(scene.team, Role.VIEWER))
+    page = client.get(reverse("alerts:detail", kwargs={"alert_id": alert.pk})).content.decode()
+    assert mix["message"] in page
+    assert "v7 100% → 40%" in page
+    assert "v8 0% → 60%" in page
+    notice = notice_of(Delivery.objects.get())
+    assert notice.title == alert.summary
+    assert dict(notice.figures)["mix by model.version"] == mix["message"]
+
+
+def test_a_slowdown_within_one_version_is_a_regression_naming_that_version():
+    # given a day split evenly between v7 and v8, then v8 50% slower at the same split
+    scene = make_scene()
+    put_version_history(scene, {"v7": 1000, "v8": 1000})
+    put_version_minutes(scene, {"v7": (60, 1.0), "v8": (60, 1.5)})
+
+    # when the rule is evaluated
+    alert = evaluate(scene)
+
+    # then it is a regression inside v8, v7 unchanged, the mix explaining nothing
+    mix = alert.evidence["regression"]["mix"]
+    assert (mix["label"], mix["cohort"]) == ("regression", "v8")
+    assert [(c["cohort"], c["regressed"]) for c in mix["cohorts"]] == [
+        ("v7", False),
+        ("v8", True),
+    ]
+    assert abs(mix["mix_excess"]) < 1.0
+    assert re.fullmatch(
+        r"fraud-scorer · model_forward: regression in v8: p\d+ [\d.]+ → [\d.]+ ms "
+        r"\(\+\d+%\)",
+        alert.summary,
+    )
+
+
+def test_without_cohort_rows_the_mix_is_not_assessed(client):
+    # given a slower stage whose spans carry no cohort attribute
+    scene = make_scene()
+    put_history(scene)
+    put_minutes(scene, 10, scale=1.5)
+
+    # when the rule is evaluated
+    alert = evaluate(scene)
+
+    # then the evidence has no mix, the summary gives the stage's figures, as before cohorts
+    assert alert.evidence["regression"]["mix"] is None
+    assert alert.summary.startswith("fraud-scorer · model_forward: p")
+    client.force_login(make_user(scene.team, Role.VIEWER))
+    page = client.get(reverse("alerts:detail", kwargs={"alert_id": alert.pk})).content.decode()
+    assert "mix not assessed" in page
+    assert dict(notice_of(Delivery.objects.get()).figures)["mix"] == "not assessed"
