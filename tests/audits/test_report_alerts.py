@@ -14,8 +14,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from audits import services
+from audits.log import record
 from audits.models import Report, ReportStatus
 from latencyboard.alerts.models import Alert, AlertEvent, Rule, Severity
+from latencyboard.audit_trail import Subject
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Role, Team
 from tests.factories import make_team, make_user
@@ -151,16 +153,23 @@ def test_the_manifest_lists_alerts_csv_and_the_pdf_has_the_alerts_section():
     assert "Time to acknowledge and time to resolve are whole seconds" in " ".join(text.split())
 
 
-def test_a_rebuild_after_later_alerts_and_transitions_gives_identical_bytes():
-    # given a built report
+def test_a_rebuild_after_later_alerts_transitions_and_rule_edits_gives_identical_bytes():
+    # given a built report, its rule's creation in the audit log
     team, pipeline, alerts, oncall = team_with_alerts()
+    rule = Rule.objects.get(pipeline=pipeline, name="tail latency")
+    subject = Subject("alert_rule", rule.pk, rule.name, team.pk)
+    created = {"name": "tail latency", "severity": "page"}
+    record(None, "alert_rule.created", subject, created, actor=oncall, now=at(6, 1, 0, 0, 0))
     report = build(team)
     before = {f.name: bytes(f.content) for f in report.files.all()}
 
-    # when alerts are handled and new ones fire after it was requested, and it is verified
+    # when, after it was requested, alerts are handled, new ones fire and the rule is edited,
+    # and it is verified
     event(alerts["later"], "firing", "acknowledged", at(9, 25, 1, 5, 0), oncall)
-    rule = Rule.objects.get(pipeline=pipeline, name="tail latency")
     alert(rule, None, at(9, 26, 0, 0, 0), "newer still", "firing")
+    edited = {"name": "tail p99", "severity": "ticket"}
+    Rule.objects.filter(pk=rule.pk).update(**edited)
+    record(None, "alert_rule.changed", subject, edited, actor=oncall, now=at(9, 27, 0, 0, 0))
     checks = services.verify_report(report)
 
     # then every file rebuilds to the same bytes, alerts.csv among them
