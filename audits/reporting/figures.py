@@ -1,9 +1,10 @@
 """The figures of a quarterly report, read from the exact SLA counters, the day rollups, the
-ingest batches and the audit log (Django reads, returning plain frozen dataclasses).
+ingest batches, the alerts' history and the audit log (Django reads, returning plain frozen
+dataclasses).
 
 Everything is read as of the report's ``requested_at``: maintenance windows declared or
-deleted later, objective versions started later and audit events after it are left out, so
-rebuilding the report later (``verify_report``) reads the same inputs.
+deleted later, objective versions started later, alerts, alert transitions and audit events
+after it are left out, so rebuilding the report later (``verify_report``) reads the same inputs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from django.db.models import BigIntegerField, F, Func, Q, Sum
 from django.db.models.functions import Cast
 
 from audits.models import AuditEvent, Report
-from audits.reporting import periods
+from audits.reporting import alert_figures, periods
+from audits.reporting.handling import HandledAlert
 from audits.reporting.periods import Period
 from latencyboard.rollups.models import Resolution, Rollup
 from latencyboard.sketches.sketch import merge_many
@@ -120,6 +122,7 @@ class ReportData:
     completeness: tuple[Completeness, ...]
     ingest: tuple[Ingest, ...]
     changes: tuple[Change, ...]
+    alerts: tuple[HandledAlert, ...]
 
 
 def _as_of(versions: Sequence[Version], at: dt.datetime) -> list[Version]:
@@ -331,4 +334,5 @@ def collect(report: Report, software_version: str) -> ReportData:
         completeness=tuple(completeness),
         ingest=tuple(_ingest(report.team_id, months)),
         changes=tuple(_changes(report.team_id, quarter, at)),
+        alerts=alert_figures.collect(report.team_id, report.pipeline_ids, quarter, at),
     )

@@ -35,6 +35,8 @@ def render(data: ReportData, files: Mapping[str, bytes]) -> bytes:
             "quantile_method": QUANTILE_METHOD,
             "sketch_relative_error": RELATIVE_ERROR,
             "percentile_source": "day rollups",
+            "alert_times": "whole seconds from started_at to the first transition into "
+            "acknowledged / resolved, moments cut to the second",
         },
         "files": [
             {"name": name, "bytes": len(content), "sha256": sha256(content)}

@@ -23,6 +23,7 @@ from reportlab.platypus.flowables import Flowable
 
 from audits.reporting import tables
 from audits.reporting.figures import QUANTILE_METHOD, QUANTILES, ReportData
+from audits.reporting.handling import Durations, Step, per_pipeline
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 
 _PALETTE = (
@@ -145,6 +146,41 @@ def _short(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
+def _median(durations: Durations) -> str:
+    return "" if durations.median_s is None else f"{durations.median_s:.1f}"
+
+
+def _step(step: Step | None) -> tuple[str, str]:
+    return ("", "") if step is None else (_short(step.at), step.by[:20])
+
+
+def _alerts(data: ReportData) -> list[Flowable]:
+    return [
+        _paragraph("Alerts and their handling", "Heading2"),
+        _table(
+            ["pipeline", "alerts", "acknowledged", "median to ack s", "max to ack s",
+             "resolved", "median to resolve s", "max to resolve s"],
+            [
+                (p.pipeline, p.alerts, p.acknowledge.count, _median(p.acknowledge),
+                 tables.integer(p.acknowledge.max_s), p.resolve.count, _median(p.resolve),
+                 tables.integer(p.resolve.max_s))
+                for p in per_pipeline(data.pipelines, data.alerts)
+            ],
+        ),
+        Spacer(1, 6),
+        _table(
+            ["id", "pipeline", "stage", "rule", "severity", "started", "acknowledged", "by",
+             "resolved", "by", "to ack s", "to resolve s"],
+            [
+                (a.alert_id, a.pipeline, a.stage, a.rule[:24], a.severity,
+                 _short(a.started_at), *_step(a.acknowledged), *_step(a.resolved),
+                 tables.integer(a.seconds_to_acknowledge), tables.integer(a.seconds_to_resolve))
+                for a in data.alerts
+            ],
+        ),
+    ]  # fmt: skip
+
+
 def _paragraph(text: str, style: str = "BodyText") -> Paragraph:
     return Paragraph(text, _STYLES[style])
 
@@ -185,6 +221,7 @@ def render(data: ReportData, csv_names: Sequence[str]) -> bytes:
                 for p in data.percentiles
             ],
         ),
+        *_alerts(data),
         _paragraph("Data completeness", "Heading2"),
         _table(
             ["objective", "month", "minutes", "with data", "without", "covered"],
@@ -229,6 +266,15 @@ def render(data: ReportData, csv_names: Sequence[str]) -> bytes:
             f"Percentiles merge the day rollups' sketches per pipeline, stage and month; "
             f"quantile method '{QUANTILE_METHOD}', relative error at most {RELATIVE_ERROR:g} "
             f"of the value; n is the exact number of spans."
+        ),
+        _paragraph(
+            "Alerts are those of the report's pipelines that started in the quarter, with "
+            "their history as it stood when the report was requested. Time to acknowledge and "
+            "time to resolve are whole seconds from the alert's start to its first transition "
+            "to acknowledged and to resolved, every moment cut to the second as printed in "
+            "alerts.csv; 'automatic' means the evaluator resolved it after enough clean "
+            "windows. An alert resolved without acknowledgement has no time to acknowledge; "
+            "medians and maxima are over the alerts that reached the status."
         ),
         _paragraph(
             f"Files: {', '.join(csv_names)} and manifest.json (SHA-256 of every file). "

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
 from audits.reporting.figures import QUANTILE_METHOD, QUANTILES, Completeness, ReportData
+from audits.reporting.handling import Step
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 
 
@@ -228,6 +229,49 @@ def changes(data: ReportData) -> bytes:
     return _csv(["at", "actor", "action", "subject", "detail"], rows)
 
 
+def _step(step: Step | None) -> tuple[str, str]:
+    return ("", "") if step is None else (moment(step.at), step.by)
+
+
+def integer(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def alerts(data: ReportData) -> bytes:
+    header = [
+        "alert_id",
+        "pipeline",
+        "stage",
+        "rule",
+        "severity",
+        "started_at",
+        "acknowledged_at",
+        "acknowledged_by",
+        "resolved_at",
+        "resolved_by",
+        "seconds_to_acknowledge",
+        "seconds_to_resolve",
+        "summary",
+    ]
+    rows = [
+        (
+            a.alert_id,
+            a.pipeline,
+            a.stage,
+            a.rule,
+            a.severity,
+            moment(a.started_at),
+            *_step(a.acknowledged),
+            *_step(a.resolved),
+            integer(a.seconds_to_acknowledge),
+            integer(a.seconds_to_resolve),
+            a.summary,
+        )
+        for a in data.alerts
+    ]
+    return _csv(header, rows)
+
+
 def csv_files(data: ReportData) -> dict[str, bytes]:
     """Every table of the report, by file name."""
     return {
@@ -238,4 +282,5 @@ def csv_files(data: ReportData) -> dict[str, bytes]:
         "ingest.csv": ingest(data),
         "objective_versions.csv": versions(data),
         "objective_changes.csv": changes(data),
+        "alerts.csv": alerts(data),
     }

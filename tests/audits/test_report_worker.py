@@ -62,6 +62,7 @@ def test_requested_report_is_built_by_the_reports_worker(client, reports_worker)
         report.refresh_from_db()
     assert (report.status, report.progress) == (ReportStatus.DONE, 100)
     assert sorted(report.files.values_list("name", flat=True)) == [
+        "alerts.csv",
         "attainment.csv",
         "completeness.csv",
         "ingest.csv",

@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.timeout(900)]
 
 ARTIFACTS = ROOT / "test-artifacts" / "reports"
 CSV_NAMES = [
+    "alerts.csv",
     "attainment.csv",
     "completeness.csv",
     "ingest.csv",
