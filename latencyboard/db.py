@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg.conninfo import make_conninfo
+
+from latencyboard.db_router import read_alias
+
+
+class _ReadConnection:
+    """Stands for the Django connection of :func:`latencyboard.db_router.read_alias`, looked
+    up on each use, as ``django.db.connection`` stands for the default one."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(connections[read_alias()], name)
+
+
+read_connection = cast(BaseDatabaseWrapper, _ReadConnection())
+"""The connection for dashboard reads in raw SQL: the read replica inside a dashboard request
+when it is up (see :mod:`latencyboard.db_router`), else the primary's ``connection``."""
 
 
 def conninfo(alias: str = "default") -> str:
@@ -24,16 +40,19 @@ def conninfo(alias: str = "default") -> str:
     return make_conninfo(**{k: v for k, v in params.items() if v is not None})
 
 
-def psycopg_cursor(*, server_side_binding: bool = True) -> psycopg.Cursor[Any]:
+def psycopg_cursor(
+    *, server_side_binding: bool = True, db: BaseDatabaseWrapper = connection
+) -> psycopg.Cursor[Any]:
     """A psycopg cursor in Django's current transaction, returning plain tuples.
 
     By default it binds parameters server side, so arrays travel as arrays and results may
     be binary, unlike Django's cursors. With ``server_side_binding=False`` it is of the
     connection's own cursor class, which binds client side as Django's cursors do (unless the
-    database ``OPTIONS`` ask for server-side binding).
+    database ``OPTIONS`` ask for server-side binding). ``db`` is the Django connection to use
+    (``read_connection`` for dashboard reads).
     """
-    connection.ensure_connection()
+    db.ensure_connection()
     if server_side_binding:
-        return psycopg.Cursor(connection.connection)
-    cursor: psycopg.Cursor[Any] = connection.connection.cursor()
+        return psycopg.Cursor(db.connection)
+    cursor: psycopg.Cursor[Any] = db.connection.cursor()
     return cursor

@@ -56,6 +56,28 @@ except ValueError as exc:
 if _database["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgresql://…)")
 DATABASES = {"default": _database}
+
+# Optional streaming read replica for dashboard reads (see latencyboard/db_router.py).
+DATABASE_REPLICA_URL = env_str("DATABASE_REPLICA_URL")
+# Past this replay lag a dashboard reads the primary instead (0: only a caught-up replica).
+DATABASE_REPLICA_MAX_LAG_SECONDS = env_int("DATABASE_REPLICA_MAX_LAG_SECONDS", 30, minimum=0)
+# An unreachable replica is tried again after this long; until then the primary serves reads.
+DATABASE_REPLICA_RETRY_SECONDS = env_int("DATABASE_REPLICA_RETRY_SECONDS", 10, minimum=0)
+if DATABASE_REPLICA_URL:
+    try:
+        _replica = dj_database_url.parse(
+            DATABASE_REPLICA_URL, conn_max_age=60, conn_health_checks=True
+        )
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_REPLICA_URL is malformed: {exc}") from exc
+    if _replica["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL must point at PostgreSQL (postgresql://…)")
+    # A replica that does not answer must not hold a dashboard for libpq's default of forever.
+    _replica.setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
+    # Tests read the primary's test database through it, as the replica copies the primary.
+    _replica["TEST"] = {"MIRROR": "default"}
+    DATABASES["replica"] = _replica
+DATABASE_ROUTERS = ["latencyboard.db_router.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
@@ -92,6 +114,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "latencyboard.db_router.ReplicaReads",
     "audits.middleware.RecordRefusals",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

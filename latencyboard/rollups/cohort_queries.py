@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
-
+from latencyboard.db import read_connection as connection  # the replica for dashboards
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.cohort_windows import cover_window, finest_cover
 from latencyboard.rollups.queries import stored_rows

@@ -14,9 +14,10 @@ from typing import Any, Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 import psycopg
-from django.db import connection
 
+# Dashboard reads: the read replica when a dashboard request may use it (db_router).
 from latencyboard.db import psycopg_cursor
+from latencyboard.db import read_connection as connection
 from latencyboard.storage import tables
 from latencyboard.storage.timestamps import PG_EPOCH_S
 
@@ -195,7 +196,7 @@ def _fetch_binary_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...]:
     resulting statement runs on a binary psycopg cursor wrapped like any Django cursor
     (database errors, query logging with the full statement).
     """
-    raw = psycopg_cursor()
+    raw = psycopg_cursor(db=connection)
     statement = psycopg.ClientCursor(connection.connection).mogrify(sql, params)
     raw.format = psycopg.pq.Format.BINARY  # what connection.cursor(binary=True) does
     wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor

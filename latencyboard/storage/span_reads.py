@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from django.db import connection
-
+from latencyboard.db import read_connection as connection  # the replica for dashboards
 from latencyboard.storage import tables
 
 STATUS_ERROR: Final = 2
