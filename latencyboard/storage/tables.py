@@ -17,3 +17,5 @@ STAGE_SHARE_WATERMARK: Final = "rollups_stagesharewatermark"
 OBJECTIVE: Final = "sla_objective"
 SLA_MINUTE: Final = "sla_slaminute"
 INGEST_TOKEN: Final = "teams_ingesttoken"  # noqa: S105 (a table name)
+TEAM: Final = "teams_team"
+MEMBERSHIP: Final = "teams_membership"
