@@ -41,7 +41,9 @@ class Distributed:
 
 # Django's surrogate id stays unique through its sequence; the primary key becomes
 # (distribution column, id) so that Citus can enforce it shard by shard.
-_BY_PIPELINE: Final = {("id",): ("pipeline_id", "id")}
+Keys = dict[tuple[str, ...], tuple[str, ...]]
+_BY_PIPELINE: Final[Keys] = {("id",): ("pipeline_id", "id")}
+_BY_OBJECTIVE: Final[Keys] = {("id",): ("objective_id", "id")}
 
 DISTRIBUTED: Final[dict[str, Distributed]] = {
     # Uniform hash, a trace whole on one shard (waterfall = one shard; stage shares join a
@@ -54,7 +56,7 @@ DISTRIBUTED: Final[dict[str, Distributed]] = {
     STAGE_SHARE: Distributed("pipeline_id", ROLLUP, rekey=_BY_PIPELINE),
     STAGE_SHARE_WATERMARK: Distributed("pipeline_id", ROLLUP, rekey=_BY_PIPELINE),
     # No pipeline column: by objective, in a group of its own.
-    SLA_MINUTE: Distributed("objective_id", rekey={("id",): ("objective_id", "id")}),
+    SLA_MINUTE: Distributed("objective_id", rekey=_BY_OBJECTIVE),
 }
 
 REFERENCE: Final = frozenset({TEAM, MEMBERSHIP, PIPELINE, STAGE, OBJECTIVE})

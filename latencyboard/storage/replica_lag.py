@@ -7,7 +7,9 @@ from typing import Any, Final
 # Caught up (every WAL record received is replayed) counts as no lag, although the last
 # replayed commit may be old: an idle primary writes nothing to catch up on. Behind, the lag
 # is the age of the last commit replayed, an upper bound of what a reader misses. A server
-# that is not in recovery (a promoted replica, or the primary itself) has no lag.
+# that is not in recovery (a promoted replica, or the primary itself) has no lag. The replica
+# knows only what it has received: WAL still in flight, or a stream cut off from the primary,
+# does not count (asking the primary too would cost every request a second round trip).
 _LAG_SQL: Final = """
 SELECT CASE
     WHEN NOT pg_is_in_recovery() OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -44,27 +47,28 @@ def replica_port(django_db_setup: None) -> Iterator[int]:
     so that it exists before the test case that lists it among its databases is set up."""
     primary = connections["default"].settings_dict
     port = free_port()
-    django_settings.DATABASES[REPLICA] = {
-        **primary,
-        "PORT": port,
-        "OPTIONS": {"connect_timeout": 2},
-        "TEST": {**primary["TEST"], "MIRROR": "default"},
-    }
+    replica: dict[str, Any] = dict(primary)
+    replica.update(
+        PORT=port,
+        OPTIONS={"connect_timeout": 2},
+        TEST={**primary["TEST"], "MIRROR": "default"},
+    )
+    django_settings.DATABASES[REPLICA] = replica  # type: ignore[assignment]  # a plain dict copy
     yield port
     connections[REPLICA].close()
     del connections[REPLICA]
     del django_settings.DATABASES[REPLICA]
 
 
-@pytest.fixture
-def standby(replica_port: int, scratch_dir: Path) -> Iterator[EmbeddedPostgres]:
-    """A hot standby streaming from the session's server, started from a fresh base backup."""
+@pytest.fixture(scope="module")
+def standby_server(replica_port: int) -> Iterator[EmbeddedPostgres]:
+    """A hot standby streaming from the session's server, started from a base backup."""
     primary = connections["default"].settings_dict
     with psycopg.connect(conninfo()) as conn:
         assert conn.execute("SHOW wal_level").fetchone() == ("replica",)
-    server = EmbeddedPostgres(
-        scratch_dir / "standby", replica_port, primary["NAME"], scratch_dir / "standby.log"
-    )
+    # Not tmp_path: under root, PostgreSQL runs as another user (see conftest.scratch_dir).
+    data = Path(tempfile.mkdtemp(prefix="latencyboard-standby-"))
+    server = EmbeddedPostgres(data / "standby", replica_port, primary["NAME"], data / "log")
     subprocess.run(
         [
             str(server.bin_dir / "pg_basebackup"),
@@ -74,10 +78,23 @@ def standby(replica_port: int, scratch_dir: Path) -> Iterator[EmbeddedPostgres]:
         check=True,
         capture_output=True,
     )
-    server.start()
-    yield server
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture
+def standby(standby_server: EmbeddedPostgres) -> Iterator[EmbeddedPostgres]:
+    """The standby, running and replaying (a test may pause replay or stop the server)."""
+    if standby_server.exit_code() is not None:
+        standby_server.start()
+    yield standby_server
     connections[REPLICA].close()
-    server.stop()
+    if standby_server.exit_code() is None:
+        standby_sql(standby_server, "SELECT pg_wal_replay_resume()")
 
 
 def standby_sql(server: EmbeddedPostgres, sql: str) -> tuple[object, ...] | None:
@@ -85,12 +102,14 @@ def standby_sql(server: EmbeddedPostgres, sql: str) -> tuple[object, ...] | None
         return conn.execute(sql).fetchone()
 
 
-def wait_until_replayed(server: EmbeddedPostgres) -> None:
+def wait_until_replayed(server: EmbeddedPostgres, upto: str = "pg_last_wal_replay_lsn()") -> None:
+    """Wait until the standby has replayed (or, with ``upto`` the receive position, received)
+    everything the primary has written so far."""
     with psycopg.connect(conninfo()) as conn:
         row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
     assert row is not None
     deadline = time.monotonic() + REPLAY_TIMEOUT_S
-    sql = f"SELECT pg_last_wal_replay_lsn() >= '{row[0]}'::pg_lsn"
+    sql = f"SELECT {upto} >= '{row[0]}'::pg_lsn"
     while standby_sql(server, sql) != (True,):
         assert time.monotonic() < deadline, "the standby did not catch up"
         time.sleep(0.05)
@@ -143,7 +162,7 @@ def pipeline() -> Pipeline:
 
 
 def test_dashboard_reads_come_from_the_standby_and_sign_in_and_writes_from_the_primary(
-    client: Client, standby: EmbeddedPostgres, pipeline: Pipeline
+    client, standby: EmbeddedPostgres, pipeline: Pipeline
 ) -> None:
     # given a member and a minute of 10 spans that the standby has replayed
     member = make_user(pipeline.team)
@@ -172,7 +191,7 @@ def test_dashboard_reads_come_from_the_standby_and_sign_in_and_writes_from_the_p
 
 
 def test_the_dashboard_catches_up_when_replay_resumes(
-    client: Client, standby: EmbeddedPostgres, pipeline: Pipeline
+    client, standby: EmbeddedPostgres, pipeline: Pipeline
 ) -> None:
     # given a member, a replayed minute of 10 spans, and one of 5 written while replay paused
     client.force_login(make_user(pipeline.team))
@@ -191,7 +210,7 @@ def test_the_dashboard_catches_up_when_replay_resumes(
 
 
 def test_dashboard_reads_the_primary_while_the_standby_is_down(
-    client: Client,
+    client,
     standby: EmbeddedPostgres,
     pipeline: Pipeline,
     settings: Settings,
@@ -219,7 +238,7 @@ def test_dashboard_reads_the_primary_while_the_standby_is_down(
 
 
 def test_a_standby_past_the_lag_limit_is_passed_over(
-    client: Client,
+    client,
     standby: EmbeddedPostgres,
     pipeline: Pipeline,
     settings: Settings,
@@ -232,6 +251,8 @@ def test_a_standby_past_the_lag_limit_is_passed_over(
     wait_until_replayed(standby)
     pause_replay(standby)
     add_minute(pipeline, 1, 5)
+    # (received but not replayed: a standby knows it is behind only for WAL it has received)
+    wait_until_replayed(standby, upto="pg_last_wal_receive_lsn()")
 
     # when the member opens the percentiles
     shown = spans_on_dashboard(client, pipeline)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from django.db import connection
@@ -76,7 +76,7 @@ class ConflictTarget(NamedTuple):
     columns: tuple[str, ...] | None  # None: any unique key (ON CONFLICT DO NOTHING)
 
 
-def _fetch(sql: str, params: list[object]) -> list[tuple[object, ...]]:
+def _fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
@@ -84,13 +84,13 @@ def _fetch(sql: str, params: list[object]) -> list[tuple[object, ...]]:
 
 def unique_keys(table: str) -> list[tuple[str, tuple[str, ...]]]:
     """``(index, columns)`` of each unique index of ``table`` and of its partitions."""
-    return [(str(i), tuple(cols)) for _, i, cols in _fetch(_UNIQUE_KEYS, [[table]])]  # type: ignore[call-overload]
+    return [(str(i), tuple(cols)) for _, i, cols in _fetch(_UNIQUE_KEYS, [[table]])]
 
 
 def constraint_columns(table: str, name: str) -> tuple[str, ...]:
     rows = _fetch(_CONSTRAINT_COLUMNS, [table, name])
     assert len(rows) == 1, f"no constraint {name} on {table}"
-    return tuple(rows[0][0])  # type: ignore[arg-type]
+    return tuple(rows[0][0])
 
 
 def storage_sql() -> Iterator[tuple[str, str]]:
@@ -187,7 +187,7 @@ def test_foreign_keys_keep_to_reference_or_colocated_tables() -> None:
             colocated = (
                 dst in DISTRIBUTED
                 and colocation_group(str(src)) == colocation_group(str(dst))
-                and (column, DISTRIBUTED[str(dst)].column) in zip(src_cols, dst_cols, strict=True)  # type: ignore[call-overload]
+                and (column, DISTRIBUTED[str(dst)].column) in zip(src_cols, dst_cols, strict=True)
             )
             if dst not in REFERENCE and not colocated:
                 wrong.append(name)
