@@ -119,21 +119,41 @@ FROM unnest(
 WHERE r.id = u.id
 """  # noqa: S608
 
-# Coarse buckets whose finer rows hold more spans than the coarse row (or it is missing).
-# Fewer means finer rows expired: the coarse row is kept as it is.
+# Coarse cohort rows to recompute, among the coarse buckets of the pipelines passed: those
+# whose finer rows hold more spans than the coarse row (or it is missing). Fewer means finer
+# rows expired: the coarse row is kept as it is. Only the passed buckets are read, each by
+# one range scan of the window index per attribute the pipeline has rows of (found with a
+# skip scan of that index: there are a few), so the cost follows the buckets, not the table.
 CANDIDATES: Final = f"""
-SELECT f.pipeline_id, f.attribute, f.value, f.stage_id, extract(epoch FROM f.bucket)::int8
+WITH RECURSIVE dirty AS (
+    SELECT DISTINCT pipeline_id, bucket
+    FROM unnest(%(pipelines)s::int8[], %(buckets)s::int8[]) AS d(pipeline_id, bucket)
+), attributes AS (
+    SELECT p.pipeline_id,
+           (SELECT min(attribute) FROM {COHORT_ROLLUP} WHERE pipeline_id = p.pipeline_id)
+               AS attribute
+    FROM (SELECT DISTINCT pipeline_id FROM dirty) p
+    UNION ALL
+    SELECT a.pipeline_id,
+           (SELECT min(attribute) FROM {COHORT_ROLLUP}
+            WHERE pipeline_id = a.pipeline_id AND attribute > a.attribute)
+    FROM attributes a WHERE a.attribute IS NOT NULL
+)
+SELECT f.pipeline_id, f.attribute, f.value, f.stage_id, f.bucket
 FROM (
-    SELECT pipeline_id, attribute, value, stage_id,
-           date_bin(%(width)s, bucket_start, 'epoch') AS bucket, sum(count) AS count
-    FROM {COHORT_ROLLUP}
-    WHERE resolution = %(fine)s AND bucket_start < %(end)s
+    SELECT r.pipeline_id, r.attribute, r.value, r.stage_id, d.bucket, sum(r.count) AS count
+    FROM dirty d
+    JOIN attributes a ON a.pipeline_id = d.pipeline_id AND a.attribute IS NOT NULL
+    JOIN {COHORT_ROLLUP} r
+      ON r.pipeline_id = d.pipeline_id AND r.attribute = a.attribute
+     AND r.resolution = %(fine)s AND r.bucket_start >= to_timestamp(d.bucket)
+     AND r.bucket_start < to_timestamp(d.bucket) + %(width)s
     GROUP BY 1, 2, 3, 4, 5
 ) f
 LEFT JOIN {COHORT_ROLLUP} c
   ON c.pipeline_id = f.pipeline_id AND c.attribute = f.attribute AND c.value = f.value
  AND c.stage_id IS NOT DISTINCT FROM f.stage_id AND c.resolution = %(coarse)s
- AND c.bucket_start = f.bucket
+ AND c.bucket_start = to_timestamp(f.bucket)
 WHERE c.id IS NULL OR c.count < f.count
 ORDER BY 1, 2, 3, 4 NULLS FIRST, 5
 """  # noqa: S608
