@@ -25,6 +25,7 @@ Prints the figures and writes them to ``var/bench/compare.json``.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime as dt
 import os
 import sys
@@ -62,7 +63,7 @@ def fold_all() -> dict[str, float]:
     return {"spans": spans, "seconds": seconds, "spans_per_s": spans / seconds}
 
 
-def fold_phase() -> dict[str, Any]:
+def fold_phase(profile: Path | None) -> dict[str, Any]:
     from django.db import connection
     from django.utils import timezone
 
@@ -80,7 +81,13 @@ def fold_phase() -> dict[str, Any]:
         cursor.execute(_RESET)
         cursor.execute("VACUUM ANALYZE rollups_rollup, sla_slaminute, spans_ingestbatch")
     print("bench: folding with cohorts", file=sys.stderr)
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
     with_ = fold_all()
+    if profiler and profile:
+        profiler.disable()
+        profiler.dump_stats(profile)
     started = time.perf_counter()
     compact_rollups(timezone.now())
     compact_seconds = time.perf_counter() - started
@@ -183,6 +190,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--requests", type=int, default=20, help="timed requests per question")
     parser.add_argument("--json", type=Path, default=JSON_PATH, help="where to write figures")
+    parser.add_argument("--profile", type=Path, help="write a cProfile of the cohort fold here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
     args = parser.parse_args()
     interrupt_on_sigterm()
@@ -205,10 +213,16 @@ def main() -> int:
             started = time.perf_counter()
             backfill_demo(stack, args.days, str(args.scale), args.seed)
             figures["load_seconds"] = time.perf_counter() - started
-            figures["fold"] = fold_phase()
+            figures["fold"] = fold_phase(args.profile)
             figures["storage"] = storage_phase(args.days)
             print("bench: timing the compare API", file=sys.stderr)
+            profiler = cProfile.Profile() if args.profile else None
+            if profiler:
+                profiler.enable()
             figures["compare_ms"] = compare_phase(stack.team_id, args.requests)
+            if profiler and args.profile:
+                profiler.disable()
+                profiler.dump_stats(args.profile.with_suffix(".compare.prof"))
             connection.close()
     except KeyboardInterrupt:
         print("bench: interrupted, everything stopped", file=sys.stderr)

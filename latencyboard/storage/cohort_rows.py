@@ -32,13 +32,13 @@ SELECT s.pipeline_id, s.stage_id, s.is_root,
 FROM {SPAN} s
 JOIN (
     SELECT p.id AS pipeline_id, d.key FROM {PIPELINE} p
-    CROSS JOIN unnest(%(defaults)s::text[]) AS d(key)
-    WHERE p.id = ANY(%(pipelines)s::int8[])
+    CROSS JOIN unnest(%(defaults)b::text[]) AS d(key)
+    WHERE p.id = ANY(%(pipelines)b::int8[])
     UNION
-    SELECT pipeline_id, key FROM {COHORT_ATTRIBUTE} WHERE pipeline_id = ANY(%(pipelines)s::int8[])
+    SELECT pipeline_id, key FROM {COHORT_ATTRIBUTE} WHERE pipeline_id = ANY(%(pipelines)b::int8[])
 ) c ON c.pipeline_id = s.pipeline_id
-WHERE s.batch_id = ANY(%(batches)s::int8[]) AND s.batch_id BETWEEN %(first)s AND %(last)s
-  AND s.stage_id = ANY(%(stages)s::int8[])
+WHERE s.batch_id = ANY(%(batches)b::int8[]) AND s.batch_id BETWEEN %(first)s AND %(last)s
+  AND s.stage_id = ANY(%(stages)b::int8[])
   AND s.attributes ->> c.key IS NOT NULL
 GROUP BY 1, 2, 3, 4, 5, 6
 """  # noqa: S608 - table names are constants, not input
@@ -48,7 +48,7 @@ STORED_VALUES: Final = f"""
 SELECT DISTINCT pipeline_id, attribute,
        extract(epoch FROM date_bin('1 day', bucket_start, 'epoch'))::int8, value
 FROM {COHORT_ROLLUP}
-WHERE pipeline_id = ANY(%(pipelines)s::int8[]) AND resolution IN ('minute', 'hour')
+WHERE pipeline_id = ANY(%(pipelines)b::int8[]) AND resolution IN ('minute', 'hour')
   AND bucket_start >= to_timestamp(%(first_day)s) AND bucket_start < to_timestamp(%(end_day)s)
 """  # noqa: S608
 
@@ -60,9 +60,9 @@ INSERT INTO {COHORT_ROLLUP} AS r (
 SELECT u.team_id, u.pipeline_id, u.attribute, u.value, u.stage_id, %(resolution)s,
        to_timestamp(u.bucket), u.count, u.error_count, u.sum_ms, u.min_ms, u.max_ms, u.sketch
 FROM unnest(
-    %(team)s::int8[], %(pipeline)s::int8[], %(attribute)s::text[], %(value)s::text[],
-    %(stage)s::int8[], %(bucket)s::int8[], %(count)s::int8[], %(errors)s::int8[],
-    %(sum)s::float8[], %(min)s::float8[], %(max)s::float8[], %(sketch)s::bytea[]
+    %(team)b::int8[], %(pipeline)b::int8[], %(attribute)b::text[], %(value)b::text[],
+    %(stage)b::int8[], %(bucket)b::int8[], %(count)b::int8[], %(errors)b::int8[],
+    %(sum)b::float8[], %(min)b::float8[], %(max)b::float8[], %(sketch)b::bytea[]
 ) WITH ORDINALITY AS u(
     team_id, pipeline_id, attribute, value, stage_id, bucket, count, error_count, sum_ms,
     min_ms, max_ms, sketch, position
@@ -83,8 +83,8 @@ REPLACE: Final = (
 )
 
 _KEYS: Final = """unnest(
-    %(pipeline)s::int8[], %(attribute)s::text[], %(value)s::text[], %(stage)s::int8[],
-    %(bucket)s::int8[]
+    %(pipeline)b::int8[], %(attribute)b::text[], %(value)b::text[], %(stage)b::int8[],
+    %(bucket)b::int8[]
 ) WITH ORDINALITY AS k(pipeline_id, attribute, value, stage_id, bucket, position)"""
 
 
@@ -113,8 +113,8 @@ UPDATE {COHORT_ROLLUP} r
 SET count = u.count, error_count = u.error_count, sum_ms = u.sum_ms, min_ms = u.min_ms,
     max_ms = u.max_ms, sketch = u.sketch
 FROM unnest(
-    %(id)s::int8[], %(count)s::int8[], %(errors)s::int8[], %(sum)s::float8[],
-    %(min)s::float8[], %(max)s::float8[], %(sketch)s::bytea[]
+    %(id)b::int8[], %(count)b::int8[], %(errors)b::int8[], %(sum)b::float8[],
+    %(min)b::float8[], %(max)b::float8[], %(sketch)b::bytea[]
 ) AS u(id, count, error_count, sum_ms, min_ms, max_ms, sketch)
 WHERE r.id = u.id
 """  # noqa: S608
@@ -127,7 +127,7 @@ WHERE r.id = u.id
 CANDIDATES: Final = f"""
 WITH RECURSIVE dirty AS (
     SELECT DISTINCT pipeline_id, bucket
-    FROM unnest(%(pipelines)s::int8[], %(buckets)s::int8[]) AS d(pipeline_id, bucket)
+    FROM unnest(%(pipelines)b::int8[], %(buckets)b::int8[]) AS d(pipeline_id, bucket)
 ), attributes AS (
     SELECT p.pipeline_id,
            (SELECT min(attribute) FROM {COHORT_ROLLUP} WHERE pipeline_id = p.pipeline_id)
