@@ -91,6 +91,11 @@ def fold_phase(profile: Path | None) -> dict[str, Any]:
     started = time.perf_counter()
     compact_rollups(timezone.now())
     compact_seconds = time.perf_counter() - started
+    # Again with nothing new: what a run costs when there is no work (bounded by new work,
+    # not by the rows stored).
+    started = time.perf_counter()
+    compact_rollups(timezone.now())
+    idle_compact_seconds = time.perf_counter() - started
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     return {
@@ -98,6 +103,7 @@ def fold_phase(profile: Path | None) -> dict[str, Any]:
         "with_cohorts": with_,
         "ratio": with_["spans_per_s"] / without["spans_per_s"],
         "compact_seconds": compact_seconds,
+        "idle_compact_seconds": idle_compact_seconds,
     }
 
 
@@ -238,6 +244,10 @@ def report(figures: dict[str, Any]) -> None:
         f"fold: {fold['without_cohorts']['spans']:,} spans; "
         f"{fold['without_cohorts']['spans_per_s']:,.0f} spans/s without cohorts, "
         f"{fold['with_cohorts']['spans_per_s']:,.0f} with ({fold['ratio']:.0%})"
+    )
+    print(
+        f"compaction: {fold['compact_seconds']:.1f} s after the fold, "
+        f"{fold['idle_compact_seconds']:.2f} s again with nothing new"
     )
     storage = figures["storage"]
     print(
