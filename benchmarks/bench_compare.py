@@ -10,10 +10,12 @@ Self-contained, against a throwaway PostgreSQL (``_stack.BenchStack``) and Redis
    pending batches.
 2. **Fold twice, in the same run.** Every batch is folded without cohort rollups (the
    cohort hook replaced by a no-op), the rollups, SLA counters and batch marks are reset,
-   and every batch is folded again with them; then compaction. Throughputs in spans/s and
-   their ratio.
-3. **Storage.** Bytes (heap, TOAST and indexes) of the rollup and the cohort rollup tables,
-   per day of history.
+   and every batch is folded again with them; then compaction, timed, and compaction again
+   with nothing new (its cost follows new work, not the rows stored). Throughputs in
+   spans/s and their ratio. ``--profile PATH`` writes a cProfile of the cohort fold there
+   and one of the compare requests next to it (``PATH.compare.prof``).
+3. **Storage.** Bytes (heap, TOAST and indexes; indexes also apart) and rows of the rollup
+   and the cohort rollup tables, per day of history.
 4. **Compare API.** ``GET /api/compare/`` through Django's test Client (production settings,
    a team viewer) on the busiest pipeline: two windows of 1 h, 24 h, 7 d and 28 d (the
    latest against the one before), and ``model.version`` v7 against v8 over the last 7 d;
@@ -113,12 +115,18 @@ def storage_phase(days: int) -> dict[str, Any]:
     sizes = {}
     with connection.cursor() as cursor:
         for table in ("rollups_rollup", "rollups_cohortrollup"):
+            count = f"SELECT count(*) FROM {table}"  # noqa: S608 - constant names
             cursor.execute(
-                "SELECT pg_total_relation_size(%s), (SELECT count(*) FROM " + table + ")",  # noqa: S608
-                [table],
+                f"SELECT pg_total_relation_size(%s), pg_indexes_size(%s), ({count})",
+                [table, table],
             )
-            size, rows = cursor.fetchone()
-            sizes[table] = {"bytes": size, "rows": rows, "bytes_per_day": size / days}
+            size, indexes, rows = cursor.fetchone()
+            sizes[table] = {
+                "bytes": size,
+                "index_bytes": indexes,
+                "rows": rows,
+                "bytes_per_day": size / days,
+            }
     rollups = sizes["rollups_rollup"]["bytes_per_day"]
     cohorts = sizes["rollups_cohortrollup"]["bytes_per_day"]
     return {**sizes, "per_day_without": rollups, "per_day_with": rollups + cohorts}
@@ -254,6 +262,12 @@ def report(figures: dict[str, Any]) -> None:
         f"rollup storage per day: {storage['per_day_without'] / 1e6:.2f} MB without cohorts, "
         f"{storage['per_day_with'] / 1e6:.2f} MB with"
     )
+    for table in ("rollups_rollup", "rollups_cohortrollup"):
+        size = storage[table]
+        print(
+            f"  {table}: {size['rows']:,} rows, {size['bytes'] / 1e6:.1f} MB of which "
+            f"{size['index_bytes'] / 1e6:.1f} MB indexes"
+        )
     for label, timing in figures["compare_ms"].items():
         print(
             f"compare {label}: p50 {timing['p50']:.1f} ms, p95 {timing['p95']:.1f} ms, "
