@@ -10,10 +10,12 @@ Self-contained, against a throwaway PostgreSQL (``_stack.BenchStack``) and Redis
    pending batches.
 2. **Fold twice, in the same run.** Every batch is folded without cohort rollups (the
    cohort hook replaced by a no-op), the rollups, SLA counters and batch marks are reset,
-   and every batch is folded again with them; then compaction. Throughputs in spans/s and
-   their ratio.
-3. **Storage.** Bytes (heap, TOAST and indexes) of the rollup and the cohort rollup tables,
-   per day of history.
+   and every batch is folded again with them; then compaction, timed, and compaction again
+   with nothing new (its cost follows new work, not the rows stored). Throughputs in
+   spans/s and their ratio. ``--profile PATH`` writes a cProfile of the cohort fold there
+   and one of the compare requests next to it (``PATH.compare.prof``).
+3. **Storage.** Bytes (heap, TOAST and indexes; indexes also apart) and rows of the rollup
+   and the cohort rollup tables, per day of history.
 4. **Compare API.** ``GET /api/compare/`` through Django's test Client (production settings,
    a team viewer) on the busiest pipeline: two windows of 1 h, 24 h, 7 d and 28 d (the
    latest against the one before), and ``model.version`` v7 against v8 over the last 7 d;
@@ -25,6 +27,7 @@ Prints the figures and writes them to ``var/bench/compare.json``.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime as dt
 import os
 import sys
@@ -62,7 +65,7 @@ def fold_all() -> dict[str, float]:
     return {"spans": spans, "seconds": seconds, "spans_per_s": spans / seconds}
 
 
-def fold_phase() -> dict[str, Any]:
+def fold_phase(profile: Path | None) -> dict[str, Any]:
     from django.db import connection
     from django.utils import timezone
 
@@ -80,10 +83,21 @@ def fold_phase() -> dict[str, Any]:
         cursor.execute(_RESET)
         cursor.execute("VACUUM ANALYZE rollups_rollup, sla_slaminute, spans_ingestbatch")
     print("bench: folding with cohorts", file=sys.stderr)
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
     with_ = fold_all()
+    if profiler and profile:
+        profiler.disable()
+        profiler.dump_stats(profile)
     started = time.perf_counter()
     compact_rollups(timezone.now())
     compact_seconds = time.perf_counter() - started
+    # Again with nothing new: what a run costs when there is no work (bounded by new work,
+    # not by the rows stored).
+    started = time.perf_counter()
+    compact_rollups(timezone.now())
+    idle_compact_seconds = time.perf_counter() - started
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     return {
@@ -91,6 +105,7 @@ def fold_phase() -> dict[str, Any]:
         "with_cohorts": with_,
         "ratio": with_["spans_per_s"] / without["spans_per_s"],
         "compact_seconds": compact_seconds,
+        "idle_compact_seconds": idle_compact_seconds,
     }
 
 
@@ -100,12 +115,18 @@ def storage_phase(days: int) -> dict[str, Any]:
     sizes = {}
     with connection.cursor() as cursor:
         for table in ("rollups_rollup", "rollups_cohortrollup"):
+            count = f"SELECT count(*) FROM {table}"  # noqa: S608 - constant names
             cursor.execute(
-                "SELECT pg_total_relation_size(%s), (SELECT count(*) FROM " + table + ")",  # noqa: S608
-                [table],
+                f"SELECT pg_total_relation_size(%s), pg_indexes_size(%s), ({count})",
+                [table, table],
             )
-            size, rows = cursor.fetchone()
-            sizes[table] = {"bytes": size, "rows": rows, "bytes_per_day": size / days}
+            size, indexes, rows = cursor.fetchone()
+            sizes[table] = {
+                "bytes": size,
+                "index_bytes": indexes,
+                "rows": rows,
+                "bytes_per_day": size / days,
+            }
     rollups = sizes["rollups_rollup"]["bytes_per_day"]
     cohorts = sizes["rollups_cohortrollup"]["bytes_per_day"]
     return {**sizes, "per_day_without": rollups, "per_day_with": rollups + cohorts}
@@ -183,6 +204,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--requests", type=int, default=20, help="timed requests per question")
     parser.add_argument("--json", type=Path, default=JSON_PATH, help="where to write figures")
+    parser.add_argument("--profile", type=Path, help="write a cProfile of the cohort fold here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
     args = parser.parse_args()
     interrupt_on_sigterm()
@@ -205,10 +227,16 @@ def main() -> int:
             started = time.perf_counter()
             backfill_demo(stack, args.days, str(args.scale), args.seed)
             figures["load_seconds"] = time.perf_counter() - started
-            figures["fold"] = fold_phase()
+            figures["fold"] = fold_phase(args.profile)
             figures["storage"] = storage_phase(args.days)
             print("bench: timing the compare API", file=sys.stderr)
+            profiler = cProfile.Profile() if args.profile else None
+            if profiler:
+                profiler.enable()
             figures["compare_ms"] = compare_phase(stack.team_id, args.requests)
+            if profiler and args.profile:
+                profiler.disable()
+                profiler.dump_stats(args.profile.with_suffix(".compare.prof"))
             connection.close()
     except KeyboardInterrupt:
         print("bench: interrupted, everything stopped", file=sys.stderr)
@@ -225,11 +253,21 @@ def report(figures: dict[str, Any]) -> None:
         f"{fold['without_cohorts']['spans_per_s']:,.0f} spans/s without cohorts, "
         f"{fold['with_cohorts']['spans_per_s']:,.0f} with ({fold['ratio']:.0%})"
     )
+    print(
+        f"compaction: {fold['compact_seconds']:.1f} s after the fold, "
+        f"{fold['idle_compact_seconds']:.2f} s again with nothing new"
+    )
     storage = figures["storage"]
     print(
         f"rollup storage per day: {storage['per_day_without'] / 1e6:.2f} MB without cohorts, "
         f"{storage['per_day_with'] / 1e6:.2f} MB with"
     )
+    for table in ("rollups_rollup", "rollups_cohortrollup"):
+        size = storage[table]
+        print(
+            f"  {table}: {size['rows']:,} rows, {size['bytes'] / 1e6:.1f} MB of which "
+            f"{size['index_bytes'] / 1e6:.1f} MB indexes"
+        )
     for label, timing in figures["compare_ms"].items():
         print(
             f"compare {label}: p50 {timing['p50']:.1f} ms, p95 {timing['p95']:.1f} ms, "

@@ -41,20 +41,17 @@ at p95 per call.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import html
 import os
-import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from _demo_data import backfill_demo, demo_scale, pending_folds
+from _page_calls import OBJECTIVES
+from _page_timing import BUDGET_MS, measure
 from _stack import (  # puts the repo on sys.path
     PRODUCTION_SETTINGS,
     ROOT,
@@ -68,33 +65,6 @@ from _stack import (  # puts the repo on sys.path
 from latencyboard.storage import tables
 
 JSON_PATH = ROOT / "var" / "bench" / "pages.json"
-BUDGET_MS = 150.0
-WARMUP = 3
-QUANTILES = "0.5,0.9,0.95,0.99,0.999"
-# (label, seconds, step seconds, percentiles API step): as latencyboard.dashboards.views.WINDOWS.
-WINDOWS = (
-    ("1h", 3600, 60, "1m"),
-    ("6h", 6 * 3600, 300, "5m"),
-    ("24h", 86400, 900, "15m"),
-    ("7d", 7 * 86400, 3600, "1h"),
-    ("28d", 28 * 86400, 6 * 3600, "6h"),
-    ("90d", 90 * 86400, 86400, "1d"),
-)
-# Trace searches: the page offers 15m to 24h, the longest a search may be.
-SEARCH_WINDOWS = (("1h", 3600), ("6h", 6 * 3600), ("24h", 86400))
-# Exemplars: a chart point's bucket, ending this long before now (inside the data the
-# backfill wrote), for the percentile charts' steps of the 1h, 7d and 90d windows.
-EXEMPLAR_AGE_S = 30 * 60
-EXEMPLAR_STEPS = (("1m", 60), ("1h", 3600), ("1d", 86400))
-# Compare, two windows: (label, length, B's end minus A's end), compare.js's presets and 12 h.
-COMPARE_WINDOWS = (
-    ("hour", 3600, 3600),
-    ("12h", 12 * 3600, 12 * 3600),
-    ("day", 86400, 86400),
-    ("week", 86400, 7 * 86400),
-)
-# End-to-end objectives, around each demo pipeline's typical p99.
-OBJECTIVES = {"fraud-scorer": 60.0, "recommender": 150.0, "clinical-alerts": 250.0}
 
 
 def derive(team_id: int) -> dict[str, float]:
@@ -143,214 +113,6 @@ def derive(team_id: int) -> dict[str, float]:
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     return seconds
-
-
-@dataclass(frozen=True)
-class Subject:
-    """One demo pipeline and what the pages link to in it."""
-
-    pipeline_id: int
-    objective_id: int
-    forward_stage_id: int
-    versions: tuple[str, str]  # baseline, candidate
-    threshold_ms: float
-
-
-def _iso(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def page_calls(pipeline_id: int, objective_id: int, now: dt.datetime) -> dict[str, str]:
-    """Each data call of the pipeline page per window, with the page's parameters."""
-    calls = {}
-    for label, seconds, step, api_step in WINDOWS:
-        end_s = -(-int(now.timestamp()) // step) * step  # the end of the current step
-        window = f"start={_iso(end_s - seconds)}&end={_iso(end_s)}"
-        base = f"/api/pipelines/{pipeline_id}"
-        query = f"{window}&step={api_step}&q={QUANTILES}"
-        sla = f"/api/slas/{objective_id}"
-        calls[f"percentiles {label}"] = f"{base}/percentiles/?{query}"
-        calls[f"stage-breakdown {label}"] = f"{base}/stage-breakdown/?{window}&step={step}"
-        calls[f"deployments {label}"] = f"{base}/deployments/?{window}"
-        calls[f"sla attainment {label}"] = f"{sla}/attainment/?{window}&step={step}"
-        if seconds <= 7 * 86400:
-            for key in ("model.version", "cache_hit"):
-                calls[f"attributes {key} {label}"] = (
-                    f"{base}/attributes/?{window}&key={key}&q={QUANTILES}"
-                )
-    return calls
-
-
-def trace_calls(subject: Subject, now: dt.datetime, trace_hex: str) -> dict[str, str]:
-    """Trace search as the search form submits it (explicit start and end), exemplars of a
-    minute's p99 and one trace's waterfall."""
-    end_s = int(now.timestamp())
-    calls = {}
-    for label, seconds in SEARCH_WINDOWS:
-        base = f"pipeline={subject.pipeline_id}&start={_iso(end_s - seconds)}&end={_iso(end_s)}"
-        calls[f"traces {label}"] = f"/api/traces/?{base}"
-        calls[f"traces stage {label}"] = f"/api/traces/?{base}&stage={subject.forward_stage_id}"
-        calls[f"traces min-duration {label}"] = (
-            f"/api/traces/?{base}&min_ms={subject.threshold_ms:g}"
-        )
-        calls[f"traces stage min-duration {label}"] = (
-            f"/api/traces/?{base}&stage={subject.forward_stage_id}"
-            f"&min_ms={subject.threshold_ms / 4:g}"
-        )
-        calls[f"traces errors {label}"] = f"/api/traces/?{base}&status=error"
-        calls[f"traces attr {label}"] = (
-            f"/api/traces/?{base}&attr=model.version:{subject.versions[1]}"
-        )
-    day = f"start={_iso(end_s - 86400)}&end={_iso(end_s)}"
-    calls["traces page"] = "/traces/"
-    calls["traces page stage 24h"] = (
-        f"/traces/?pipeline={subject.pipeline_id}&stage={subject.forward_stage_id}&{day}"
-    )
-    for label, seconds in EXEMPLAR_STEPS:
-        bucket = (end_s - EXEMPLAR_AGE_S - seconds) // seconds * seconds
-        exemplars = f"pipeline={subject.pipeline_id}&minute={_iso(bucket)}&step={label}&near=p99"
-        calls[f"exemplars p99 {label}"] = f"/api/traces/exemplars/?{exemplars}"
-        calls[f"exemplars p99 stage {label}"] = (
-            f"/api/traces/exemplars/?{exemplars}&stage={subject.forward_stage_id}"
-        )
-        calls[f"exemplars page {label}"] = f"/traces/?{exemplars}&stage={subject.forward_stage_id}"
-    calls["waterfall"] = f"/api/traces/{trace_hex}/"
-    calls["trace page"] = f"/traces/{trace_hex}/"
-    return calls
-
-
-def compare_calls(subject: Subject, now: dt.datetime) -> dict[str, str]:
-    """Compare as ``static/js/compare.js`` asks: B ends at the page's minute."""
-    end_s = int(now.timestamp()) // 60 * 60
-    calls = {"compare page": "/compare/"}
-    for label, length, gap in COMPARE_WINDOWS:
-        a_end, b_end = end_s - gap, end_s
-        calls[f"compare {label}"] = (
-            f"/api/compare/?pipeline={subject.pipeline_id}"
-            f"&a_start={_iso(a_end - length)}&a_end={_iso(a_end)}"
-            f"&b_start={_iso(b_end - length)}&b_end={_iso(b_end)}"
-        )
-    baseline, candidate = subject.versions
-    for label, seconds in (("24h", 86400), ("7d", 7 * 86400)):
-        calls[f"compare model.version {label}"] = (
-            f"/api/compare/?pipeline={subject.pipeline_id}&start={_iso(end_s - seconds)}"
-            f"&end={_iso(end_s)}&attr=model.version&a={baseline}&b={candidate}"
-        )
-    return calls
-
-
-def sla_calls(subject: Subject, series_url: str) -> dict[str, str]:
-    return {
-        "sla list page": "/slas/",
-        "sla page": f"/slas/{subject.objective_id}/",
-        "sla list api": "/api/slas/",
-        "sla page attainment series": series_url,
-    }
-
-
-def measure(
-    requests: int, team_id: int, now: dt.datetime | None = None, only: str = ""
-) -> dict[str, dict[str, Any]]:
-    """Time every call (those whose name contains ``only``) for windows ending at ``now``."""
-    from django.contrib.auth import get_user_model
-    from django.test import Client
-    from django.utils import timezone
-
-    from latencyboard.demo.profiles import MODEL_FORWARD, PIPELINES
-    from latencyboard.pipelines.models import Pipeline
-    from latencyboard.sla.models import Objective
-    from latencyboard.teams.models import Role, Team
-    from latencyboard.teams.services import add_member
-
-    user = get_user_model().objects.create_user("bench-viewer")
-    add_member(Team.objects.get(pk=team_id), user, Role.VIEWER)
-    client = Client(HTTP_HOST="localhost")
-    client.force_login(user)
-    now = now or timezone.now()
-    profiles = {profile.name: profile for profile in PIPELINES}
-    per_pipeline = []
-    for pipeline in Pipeline.objects.filter(team_id=team_id).order_by("pk"):
-        profile = profiles[pipeline.service_name]
-        subject = Subject(
-            pipeline_id=pipeline.pk,
-            objective_id=Objective.objects.get(pipeline=pipeline).pk,
-            forward_stage_id=pipeline.stages.get(name=MODEL_FORWARD).pk,
-            versions=(profile.model_versions[0].name, profile.model_versions[1].name),
-            threshold_ms=OBJECTIVES[pipeline.service_name],
-        )
-        # What the pages link to: the slowest trace of the last hour, the chart's series.
-        hour = f"start={_iso(now.timestamp() - 3600)}&end={_iso(now.timestamp())}"
-        found = client.get(f"/api/traces/?pipeline={pipeline.pk}&{hour}&limit=1").json()
-        page = client.get(f"/slas/{subject.objective_id}/").content.decode()
-        match = re.search(r'data-series-url="([^"]+)"', page)
-        assert match is not None, page[:500]
-        per_pipeline.append(
-            {
-                "overview": "/",
-                "pipeline page": f"/pipelines/{pipeline.pk}/",
-                **page_calls(pipeline.pk, subject.objective_id, now),
-                **trace_calls(subject, now, found["traces"][0]["trace_id"]),
-                **compare_calls(subject, now),
-                **sla_calls(subject, html.unescape(match[1])),
-            }
-        )
-    results = {}
-    for name in filter(lambda name: only in name, per_pipeline[0]):
-        paths = [calls[name] for calls in per_pipeline]
-        for index in range(WARMUP):
-            response = client.get(paths[index % len(paths)])
-            assert response.status_code == 200, (paths[0], response.content[:500])
-        timings = []
-        for index in range(requests):
-            begin = time.perf_counter()
-            response = client.get(paths[index % len(paths)])
-            timings.append((time.perf_counter() - begin) * 1e3)
-            assert response.status_code == 200, (paths[0], response.content[:500])
-        results[name] = {
-            "p50_ms": float(np.percentile(timings, 50)),
-            "p95_ms": float(np.percentile(timings, 95)),
-            "max_ms": max(timings),
-            "bytes": len(response.content),
-        }
-        results[name].update(details(name, response))
-        figures = results[name]
-        print(
-            f"  {name:<36} p50 {figures['p50_ms']:6.1f} ms  p95 {figures['p95_ms']:6.1f} ms  "
-            f"max {figures['max_ms']:6.1f} ms  {'OK' if figures['p95_ms'] <= BUDGET_MS else 'OVER'}"
-            + (f"  ({figures['note']})" if "note" in figures else ""),
-            flush=True,
-        )
-    return results
-
-
-def details(name: str, response: Any) -> dict[str, Any]:
-    """What the last answer of a call read or found, to tell a fast call from an empty one."""
-    if not response["Content-Type"].startswith("application/json"):
-        return {}
-    body = response.json()
-    if name.startswith("attributes"):
-        capped = ", capped" if body["capped"] else ""
-        return {
-            "spans_read": body["spans_read"],
-            "capped": body["capped"],
-            "note": f"{body['spans_read']:,} spans{capped}",
-        }
-    if name.startswith("traces"):
-        return {"traces": len(body["traces"]), "note": f"{len(body['traces'])} traces"}
-    if name.startswith("exemplars"):
-        return {"n": body["n"], "note": f"p99 of {body['n']} spans"}
-    if name == "waterfall":
-        return {"note": f"{body['span_count']} spans"}
-    if name.startswith("compare") and "a" in body:
-        sides = [body["a"], body["b"]]
-        return {
-            "sampled_spans": [side["spans"] for side in sides],
-            "fractions": [side["fraction"] for side in sides],
-            "note": " vs ".join(
-                f"{side['spans']:,} of ~{side['estimated_spans']:,}" for side in sides
-            ),
-        }
-    return {}
 
 
 def main() -> int:

@@ -107,7 +107,7 @@ def compare(
             raise ValueError("an attribute comparison needs a value per side")
         if attribute not in cohort_attributes(pipeline):
             raise NotACohort(attribute)
-    sides = [_sketches(pipeline, side, attribute) for side in (a, b)]
+    sides = _sketches(pipeline, a, b, attribute)
     series = sorted(
         {key for side in sides for key in side if not _repeats_end_to_end(sides, key)},
         key=lambda key: (key != END_TO_END_SERIES, key),
@@ -131,12 +131,22 @@ def compare(
     )
 
 
-def _sketches(pipeline: Pipeline, side: Side, attribute: str | None) -> SeriesSketches:
-    segments = cohort_queries.window_segments(pipeline, side.start, side.end)
-    if attribute is None or side.value is None:
-        return cohort_queries.series_sketches(pipeline.pk, segments)
-    by_value = cohort_queries.cohort_series(pipeline.pk, attribute, [side.value], segments)
-    return {series: figures.sketch for series, figures in by_value.get(side.value, {}).items()}
+def _sketches(pipeline: Pipeline, a: Side, b: Side, attribute: str | None) -> list[SeriesSketches]:
+    """Both sides' sketches per series, in as few round trips as the sides allow: one for
+    the rows stored and one for two windows, or two values over the same window."""
+    segments = cohort_queries.windows_segments(pipeline, [(a.start, a.end), (b.start, b.end)])
+    if attribute is None or a.value is None or b.value is None:
+        return cohort_queries.windows_sketches(pipeline.pk, segments)
+    values = [a.value, b.value]
+    if segments[0] == segments[1]:
+        by_value = cohort_queries.cohort_series(pipeline.pk, attribute, values, segments[0])
+        found = [by_value.get(value, {}) for value in values]
+    else:
+        found = [
+            cohort_queries.cohort_series(pipeline.pk, attribute, [value], part).get(value, {})
+            for value, part in zip(values, segments, strict=True)
+        ]
+    return [{series: figures.sketch for series, figures in side.items()} for side in found]
 
 
 def _repeats_end_to_end(sides: list[SeriesSketches], key: int) -> bool:

@@ -31,15 +31,34 @@ SeriesSketches = dict[int, Sketch]
 def window_segments(pipeline: Pipeline, start: dt.datetime, end: dt.datetime) -> list[Segment]:
     """The rollup rows that tile ``[start, end)``; cohort rows are compacted with the rollups,
     so the same segments serve both."""
-    return cover_window(start, end, stored_rows(tables.ROLLUP, pipeline.pk))
+    return windows_segments(pipeline, [(start, end)])[0]
+
+
+def windows_segments(
+    pipeline: Pipeline, windows: Sequence[tuple[dt.datetime, dt.datetime]]
+) -> list[list[Segment]]:
+    """:func:`window_segments` of each window, from one look at the rows stored."""
+    stored = stored_rows(tables.ROLLUP, pipeline.pk)
+    return [cover_window(start, end, stored) for start, end in windows]
 
 
 def series_sketches(pipeline_id: int, segments: Sequence[Segment]) -> SeriesSketches:
     """One sketch per series of the pipeline over the segments."""
-    if not segments:
-        return {}
-    rows = _fetch(*cohort_reads.rollup_sketches(pipeline_id, segments))
-    return _merge((series, blob) for series, _, blob in rows)
+    return windows_sketches(pipeline_id, [segments])[0]
+
+
+def windows_sketches(
+    pipeline_id: int, windows: Sequence[Sequence[Segment]]
+) -> list[SeriesSketches]:
+    """:func:`series_sketches` of each window (its segments), read in one statement: a
+    compare's two sides cost one round trip."""
+    parts = [(side, part) for side, segments in enumerate(windows) for part in segments]
+    if not parts:
+        return [{} for _ in windows]
+    blobs: list[dict[int, list[bytes]]] = [defaultdict(list) for _ in windows]
+    for side, series, blob in _fetch(*cohort_reads.rollup_sketches(pipeline_id, parts)):
+        blobs[side][series].append(blob)
+    return [{series: merge_many(group) for series, group in side.items()} for side in blobs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +86,6 @@ def cohort_series(
     for (value, series), group in blobs.items():
         found[value][series] = SeriesFigures(merge_many(group), errors[(value, series)])
     return dict(found)
-
-
-def _merge(pairs: Any) -> SeriesSketches:
-    blobs: dict[int, list[bytes]] = defaultdict(list)
-    for series, blob in pairs:
-        blobs[series].append(blob)
-    return {series: merge_many(group) for series, group in blobs.items()}
 
 
 def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:

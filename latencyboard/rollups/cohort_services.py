@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -17,7 +17,7 @@ from django.conf import settings
 from latencyboard.pipelines.models import DEFAULT_COHORT_ATTRIBUTES
 from latencyboard.rollups import cohorts
 from latencyboard.rollups.cohorts import CohortFold, CohortGroup, DayKey
-from latencyboard.sketches.sketch import Sketch
+from latencyboard.sketches.sketch import Sketch, to_bytes_many
 from latencyboard.storage import cohort_rows
 
 _PER_STATEMENT = 500
@@ -91,32 +91,40 @@ def _add_minutes(
             "sum": [sketch.sum for _, _, sketch in merged],
             "min": [sketch.min for _, _, sketch in merged],
             "max": [sketch.max for _, _, sketch in merged],
-            "sketch": [sketch.to_bytes() for _, _, sketch in merged],
+            "sketch": to_bytes_many([sketch for _, _, sketch in merged]),
         },
     )
 
 
-def compact_cohorts(
-    cursor: psycopg.Cursor[Any],
-    *,
-    hours_end: dt.datetime,
-    days_end: dt.datetime,
-    kept_from: Mapping[str, dt.datetime],
-) -> tuple[int, int]:
-    """Recompute cohort hours (before ``hours_end``) and days (before ``days_end``) whose
-    finer rows hold more spans than they do, then delete rows of each resolution older than
-    ``kept_from[resolution]``; (rows written, rows deleted). Runs in compaction's
-    transaction, under its exclusive lock.
+Buckets = Collection[tuple[int, int]]  # (pipeline, coarse bucket start in Unix seconds)
 
-    Unlike rollups, a cohort row whose finer rows expired is never recomputed from raw
-    spans: a late span past the minute retention stays out of its cohort's hour.
+
+def compact_cohorts(cursor: psycopg.Cursor[Any], *, hours: Buckets, days: Buckets) -> int:
+    """Recompute the cohort hours and days of these (pipeline, bucket) pairs whose finer
+    rows hold more spans than they do; rows written. Runs in the transaction of a rollup
+    compaction or rebuild, under its exclusive lock.
+
+    The pairs are those whose rollup rows that compaction or rebuild checked: a fold adds
+    the same spans to the cohort minutes and the rollup minutes of a (pipeline, hour), so a
+    cohort hour or day can only be stale where its rollup row is, and the cost follows the
+    new spans, not the rows stored. Unlike rollups, a cohort row whose finer rows expired
+    is never recomputed from raw spans: a late span past the minute retention stays out of
+    its cohort's hour.
     """
     written = 0
-    for fine, coarse, width, end in (
-        ("minute", "hour", dt.timedelta(hours=1), hours_end),
-        ("hour", "day", dt.timedelta(days=1), days_end),
+    for fine, coarse, width, buckets in (
+        ("minute", "hour", dt.timedelta(hours=1), hours),
+        ("hour", "day", dt.timedelta(days=1), days),
     ):
-        params = {"fine": fine, "coarse": coarse, "width": width, "end": end}
+        if not buckets:
+            continue
+        params = {
+            "fine": fine,
+            "coarse": coarse,
+            "width": width,
+            "pipelines": [pipeline_id for pipeline_id, _ in buckets],
+            "buckets": [bucket for _, bucket in buckets],
+        }
         candidates = cursor.execute(cohort_rows.CANDIDATES, params).fetchall()
         teams = dict(
             cursor.execute(cohort_rows.TEAMS, [list({c[0] for c in candidates})]).fetchall()
@@ -128,11 +136,16 @@ def compact_cohorts(
             folds = cohorts.combine(cursor.fetchall())
             cursor.execute(cohort_rows.REPLACE, {"resolution": coarse, **_columns(folds, teams)})
             written += len(folds)
+    return written
+
+
+def expire_cohorts(cursor: psycopg.Cursor[Any], kept_from: Mapping[str, dt.datetime]) -> int:
+    """Delete the rows of each resolution older than ``kept_from[resolution]``; how many."""
     deleted = 0
     for resolution, before in kept_from.items():
         cursor.execute(cohort_rows.EXPIRE, [resolution, before])
         deleted += cursor.rowcount
-    return written, deleted
+    return deleted
 
 
 _KEY_NAMES = ("pipeline", "attribute", "value", "stage", "bucket")
@@ -151,5 +164,5 @@ def _columns(folds: Sequence[CohortFold], teams: Mapping[int, int]) -> dict[str,
         "sum": [fold.sketch.sum for fold in folds],
         "min": [fold.sketch.min for fold in folds],
         "max": [fold.sketch.max for fold in folds],
-        "sketch": [fold.sketch.to_bytes() for fold in folds],
+        "sketch": to_bytes_many([fold.sketch for fold in folds]),
     }

@@ -95,33 +95,50 @@ def fold_cohort_minutes(
     groups: Sequence[CohortGroup], stored_as: Mapping[tuple[DayKey, str], str]
 ) -> list[CohortFold]:
     """One fold per (pipeline, attribute, stored value, stage, minute), plus end to end for
-    root spans; sorted by that key with end to end first, the order rows are locked in."""
-    keys: dict[tuple[int, str, str, int, int], int] = {}
-    group_ids: list[int] = []
-    lengths: list[int] = []
-    errors: list[int] = []
-    blobs: list[bytes] = []
-    for group in groups:
-        day = (group.pipeline_id, group.attribute, day_of(group.minute))
-        value = stored_as[(day, group.value)]
-        # Stage 0 stands for end to end while grouping: database ids start at 1.
-        for stage in (group.stage_id, 0) if group.is_root else (group.stage_id,):
-            key = (group.pipeline_id, group.attribute, value, stage, group.minute)
-            group_ids.append(keys.setdefault(key, len(keys)))
-            lengths.append(len(group.durations) // 8)
-            errors.append(group.error_count)
-            blobs.append(group.durations)
-    if not keys:
+    root spans; sorted by that key with end to end first, the order rows are locked in.
+
+    Grouped with numpy: a fold holds hundreds of thousands of groups, and Python work per
+    group and key is most of what cohorts add to a fold."""
+    if not groups:
         return []
-    durations = cohort_rows.durations_ms(b"".join(blobs))
-    sketches = sketches_by_group(np.repeat(np.array(group_ids), lengths), durations)
-    error_counts = np.bincount(group_ids, weights=errors, minlength=len(keys)).astype(np.int64)
-    folds = [
-        CohortFold(p, a, v, s or None, m * 60, int(error_counts[g]), sketches[g])
-        for (p, a, v, s, m), g in keys.items()
+    # Each (attribute, stored value) as its rank in sort order, so sorting by rank sorts by
+    # the strings.
+    cohorts = [
+        (g.attribute, stored_as[((g.pipeline_id, g.attribute, day_of(g.minute)), g.value)])
+        for g in groups
     ]
-    folds.sort(key=_lock_order)
-    return folds
+    names = sorted(set(cohorts))
+    rank_of = {name: rank for rank, name in enumerate(names)}
+    rank = np.fromiter((rank_of[c] for c in cohorts), np.int64, len(cohorts))
+    pipeline = np.fromiter((g.pipeline_id for g in groups), np.int64, len(groups))
+    stage = np.fromiter((g.stage_id for g in groups), np.int64, len(groups))
+    minute = np.fromiter((g.minute for g in groups), np.int64, len(groups))
+    root = np.fromiter((g.is_root for g in groups), np.bool_, len(groups))
+    errors = np.fromiter((g.error_count for g in groups), np.int64, len(groups))
+    lengths = np.fromiter((len(g.durations) for g in groups), np.int64, len(groups)) // 8
+    durations = cohort_rows.durations_ms(b"".join([g.durations for g in groups]))
+    # A root group counts again end to end: stage 0 while grouping (database ids start at 1).
+    member = np.concatenate([np.arange(len(groups)), np.flatnonzero(root)])
+    stage = np.concatenate([stage, np.zeros(np.count_nonzero(root), dtype=np.int64)])
+    order = np.lexsort((minute[member], stage, rank[member], pipeline[member]))
+    member, stage = member[order], stage[order]
+    key = np.stack([pipeline[member], rank[member], stage, minute[member]])
+    starts = np.ones(member.size, dtype=bool)
+    starts[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
+    fold_of = np.cumsum(starts) - 1
+    # Every member group's durations, each tagged with its fold.
+    first = np.cumsum(lengths) - lengths
+    picked = np.repeat(
+        first[member] - (np.cumsum(lengths[member]) - lengths[member]), lengths[member]
+    )
+    picked += np.arange(picked.size)
+    sketches = sketches_by_group(np.repeat(fold_of, lengths[member]), durations[picked])
+    error_counts = np.bincount(fold_of, weights=errors[member]).astype(np.int64).tolist()
+    heads = key[:, starts].tolist()
+    return [
+        CohortFold(p, names[r][0], names[r][1], s or None, m * 60, e, sketches[g])
+        for g, (p, r, s, m, e) in enumerate(zip(*heads, error_counts, strict=True))
+    ]
 
 
 def combine(
@@ -145,7 +162,3 @@ def combine(
             )
         )
     return folds
-
-
-def _lock_order(fold: CohortFold) -> tuple[int, str, str, int, int]:
-    return (fold.pipeline_id, fold.attribute, fold.value, fold.stage_id or 0, fold.bucket)

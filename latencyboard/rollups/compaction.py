@@ -22,6 +22,7 @@ from latencyboard.db import psycopg_cursor
 from latencyboard.rollups import cohort_services, folding
 from latencyboard.rollups.folding import Fold
 from latencyboard.rollups.windows import floor_to
+from latencyboard.sketches.sketch import to_bytes_many
 from latencyboard.storage import fold_lock, fold_spans, rollup_rows
 from latencyboard.storage.rollup_rows import Key
 
@@ -59,6 +60,15 @@ DAYS = Level("hour", "day", DAY)
 
 
 @dataclass(frozen=True, slots=True)
+class LevelResult:
+    """What one level of compaction wrote, and which (pipeline, coarse bucket) it checked."""
+
+    written: int
+    from_spans: int  # of those, recomputed from raw spans
+    buckets: set[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
 class _Stored:
     count: int
     error_count: int
@@ -84,10 +94,8 @@ def compact_rollups(now: dt.datetime) -> CompactionResult:
     with transaction.atomic():
         cursor = psycopg_cursor()
         fold_lock.take_exclusive(cursor)
-        hours, hours_raw = compact_level(cursor, HOURS, end=complete, kept_from=minutes_from)
-        days, days_raw = compact_level(
-            cursor, DAYS, end=floor_to(complete, DAY), kept_from=hours_from
-        )
+        hours = compact_level(cursor, HOURS, end=complete, kept_from=minutes_from)
+        days = compact_level(cursor, DAYS, end=floor_to(complete, DAY), kept_from=hours_from)
         deleted = sum(
             rollup_rows.delete_older(cursor, resolution, before)
             for resolution, before in (
@@ -96,13 +104,15 @@ def compact_rollups(now: dt.datetime) -> CompactionResult:
                 ("day", days_from),
             )
         )
-        cohort_rows, cohort_deleted = cohort_services.compact_cohorts(
-            cursor,
-            hours_end=complete,
-            days_end=floor_to(complete, DAY),
-            kept_from={"minute": minutes_from, "hour": hours_from, "day": days_from},
+        cohort_rows = cohort_services.compact_cohorts(
+            cursor, hours=hours.buckets, days=days.buckets
         )
-    result = CompactionResult(hours, days, hours_raw + days_raw, deleted)
+        cohort_deleted = cohort_services.expire_cohorts(
+            cursor, {"minute": minutes_from, "hour": hours_from, "day": days_from}
+        )
+    result = CompactionResult(
+        hours.written, days.written, hours.from_spans + days.from_spans, deleted
+    )
     logger.info(
         "rollup.compacted",
         extra={
@@ -125,9 +135,10 @@ def compact_level(
     kept_from: dt.datetime,
     start: dt.datetime | None = None,
     scope: list[int] | None = None,
-) -> tuple[int, int]:
+) -> LevelResult:
     """Recompute the coarse rows of ``level`` that need it, in ``[start, end)`` and for the
-    ``scope`` pipelines (None: all); returns (rows written, of which from raw spans).
+    ``scope`` pipelines (None: all). The buckets checked are where cohort rows may need
+    recomputing too (:func:`~latencyboard.rollups.cohort_services.compact_cohorts`).
 
     A candidate (see ``rollup_rows.compaction_candidates``) from at or after ``kept_from``
     becomes the merge of its finer rows. Before ``kept_from`` the finer rows are about to
@@ -151,6 +162,7 @@ def compact_level(
         chunk = candidates[first : first + _CANDIDATES_PER_STATEMENT]
         fine = rollup_rows.finer_rows(cursor, chunk, level.fine, level.width)
         merged = {(f.pipeline_id, f.stage_id, f.bucket): f for f in folding.combine(fine)}
+        blobs = dict(zip(merged, to_bytes_many([f.sketch for f in merged.values()]), strict=True))
         stored = {
             (p, s, b): _Stored(n, e, blob)
             for p, s, b, n, e, blob in rollup_rows.stored_rows(cursor, chunk, level.coarse)
@@ -160,7 +172,11 @@ def compact_level(
             fold, row = merged[key], stored.get(key)
             if row is None:
                 replace.append(fold)
-            elif _same(row, fold):
+            elif (row.count, row.error_count, row.sketch) == (
+                fold.sketch.count,
+                fold.error_count,
+                blobs[key],
+            ):
                 continue
             elif key[2] >= kept_from.timestamp() and fold.sketch.count >= row.count:
                 replace.append(fold)
@@ -170,15 +186,7 @@ def compact_level(
         rollup_rows.replace(cursor, level.coarse, replace + recomputed, teams)
         written += len(replace) + len(recomputed)
         from_spans += len(recomputed)
-    return written, from_spans
-
-
-def _same(row: _Stored, fold: Fold) -> bool:
-    return (row.count, row.error_count, row.sketch) == (
-        fold.sketch.count,
-        fold.error_count,
-        fold.sketch.to_bytes(),
-    )
+    return LevelResult(written, from_spans, {(p, b) for p, _, b in candidates})
 
 
 def _from_spans(

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from latencyboard.db import psycopg_cursor
-from latencyboard.rollups import folding
+from latencyboard.rollups import cohort_services, folding
 from latencyboard.rollups.compaction import (
     DAY,
     DAYS,
@@ -87,13 +87,15 @@ def rebuild_rollups(
             rollup_rows.replace(cursor, "minute", folds, teams)
             sla_minutes += counters.add_spans(cursor, columns)
             spans, minutes = spans + len(columns), minutes + len(folds)
-        hours, _ = compact_level(
+        hours = compact_level(
             cursor, HOURS, start=start, end=min(end, complete), kept_from=start, scope=pipelines
         )
-        days, _ = compact_level(
+        days = compact_level(
             cursor, DAYS, start=days_start, end=days_end, kept_from=days_start, scope=pipelines
         )
-    result = RebuildResult(start, end, spans, minutes, hours, days, sla_minutes)
+        # Cohort hours and days may be as stale as the rollup rows this rebuilt.
+        cohort_services.compact_cohorts(cursor, hours=hours.buckets, days=days.buckets)
+    result = RebuildResult(start, end, spans, minutes, hours.written, days.written, sla_minutes)
     logger.info(
         "rollup.rebuilt",
         extra={

@@ -46,6 +46,7 @@ from latencyboard.sketches.buckets import (
     bucket_estimates,
     bucket_keys,
 )
+from latencyboard.sketches.encoding import encode_many
 from latencyboard.sketches.format import Parts, decode_blobs, encode
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "merge_many",
     "quantile_levels",
     "sketches_by_group",
+    "to_bytes_many",
 ]
 
 QuantileMethod = Literal["lower", "linear"]
@@ -303,6 +305,21 @@ def _assemble(parts: Parts) -> Sketch:
         np.add.at(counts, parts.keys - low, parts.bucket_counts.astype(np.int64, copy=False))
         sketch._offset, sketch._counts = low, counts
     return sketch
+
+
+def to_bytes_many(sketches: Sequence[Sketch]) -> list[bytes]:
+    """``[sketch.to_bytes() for sketch in sketches]``, byte for byte, with a fixed number of
+    numpy operations (:func:`~latencyboard.sketches.encoding.encode_many`)."""
+    size = len(sketches)
+    return encode_many(
+        np.fromiter((s._count for s in sketches), np.int64, size),
+        np.fromiter((s._zero_count for s in sketches), np.int64, size),
+        np.fromiter((s._sum for s in sketches), np.float64, size),
+        np.fromiter((s._min for s in sketches), np.float64, size),
+        np.fromiter((s._max for s in sketches), np.float64, size),
+        np.fromiter((s._offset for s in sketches), np.int64, size),
+        [s._counts for s in sketches],
+    )
 
 
 def merge_many(items: Iterable[Sketch | bytes]) -> Sketch:

@@ -17,7 +17,7 @@ END_TO_END: Final = 0
 """The series of end-to-end latency in the rows read here; stage ids start at 1."""
 
 _ROLLUP_SEGMENT: Final = f"""
-SELECT coalesce(stage_id, {END_TO_END}), count, sketch FROM {ROLLUP}
+SELECT %s::int, coalesce(stage_id, {END_TO_END}), sketch FROM {ROLLUP}
 WHERE pipeline_id = %s AND resolution = %s AND bucket_start >= %s AND bucket_start < %s
 """  # noqa: S608 - constant names
 _COHORT_SEGMENT: Final = f"""
@@ -27,11 +27,14 @@ WHERE pipeline_id = %s AND attribute = %s AND resolution = %s
 """  # noqa: S608
 
 
-def rollup_sketches(pipeline_id: int, segments: Sequence[Segment]) -> tuple[str, list[Any]]:
-    """Rows ``(series, count, sketch)`` of a pipeline over ``segments``."""
+def rollup_sketches(
+    pipeline_id: int, segments: Sequence[tuple[int, Segment]]
+) -> tuple[str, list[Any]]:
+    """Rows ``(side, series, sketch)`` of a pipeline over ``segments``, each paired with the
+    side (any integer) its rows are tagged with: several windows in one statement."""
     params: list[Any] = []
-    for part in segments:
-        params += [pipeline_id, part.resolution, part.start, part.end]
+    for side, part in segments:
+        params += [side, pipeline_id, part.resolution, part.start, part.end]
     return " UNION ALL ".join([_ROLLUP_SEGMENT] * len(segments)), params
 
 

@@ -32,13 +32,13 @@ SELECT s.pipeline_id, s.stage_id, s.is_root,
 FROM {SPAN} s
 JOIN (
     SELECT p.id AS pipeline_id, d.key FROM {PIPELINE} p
-    CROSS JOIN unnest(%(defaults)s::text[]) AS d(key)
-    WHERE p.id = ANY(%(pipelines)s::int8[])
+    CROSS JOIN unnest(%(defaults)b::text[]) AS d(key)
+    WHERE p.id = ANY(%(pipelines)b::int8[])
     UNION
-    SELECT pipeline_id, key FROM {COHORT_ATTRIBUTE} WHERE pipeline_id = ANY(%(pipelines)s::int8[])
+    SELECT pipeline_id, key FROM {COHORT_ATTRIBUTE} WHERE pipeline_id = ANY(%(pipelines)b::int8[])
 ) c ON c.pipeline_id = s.pipeline_id
-WHERE s.batch_id = ANY(%(batches)s::int8[]) AND s.batch_id BETWEEN %(first)s AND %(last)s
-  AND s.stage_id = ANY(%(stages)s::int8[])
+WHERE s.batch_id = ANY(%(batches)b::int8[]) AND s.batch_id BETWEEN %(first)s AND %(last)s
+  AND s.stage_id = ANY(%(stages)b::int8[])
   AND s.attributes ->> c.key IS NOT NULL
 GROUP BY 1, 2, 3, 4, 5, 6
 """  # noqa: S608 - table names are constants, not input
@@ -48,7 +48,7 @@ STORED_VALUES: Final = f"""
 SELECT DISTINCT pipeline_id, attribute,
        extract(epoch FROM date_bin('1 day', bucket_start, 'epoch'))::int8, value
 FROM {COHORT_ROLLUP}
-WHERE pipeline_id = ANY(%(pipelines)s::int8[]) AND resolution IN ('minute', 'hour')
+WHERE pipeline_id = ANY(%(pipelines)b::int8[]) AND resolution IN ('minute', 'hour')
   AND bucket_start >= to_timestamp(%(first_day)s) AND bucket_start < to_timestamp(%(end_day)s)
 """  # noqa: S608
 
@@ -60,9 +60,9 @@ INSERT INTO {COHORT_ROLLUP} AS r (
 SELECT u.team_id, u.pipeline_id, u.attribute, u.value, u.stage_id, %(resolution)s,
        to_timestamp(u.bucket), u.count, u.error_count, u.sum_ms, u.min_ms, u.max_ms, u.sketch
 FROM unnest(
-    %(team)s::int8[], %(pipeline)s::int8[], %(attribute)s::text[], %(value)s::text[],
-    %(stage)s::int8[], %(bucket)s::int8[], %(count)s::int8[], %(errors)s::int8[],
-    %(sum)s::float8[], %(min)s::float8[], %(max)s::float8[], %(sketch)s::bytea[]
+    %(team)b::int8[], %(pipeline)b::int8[], %(attribute)b::text[], %(value)b::text[],
+    %(stage)b::int8[], %(bucket)b::int8[], %(count)b::int8[], %(errors)b::int8[],
+    %(sum)b::float8[], %(min)b::float8[], %(max)b::float8[], %(sketch)b::bytea[]
 ) WITH ORDINALITY AS u(
     team_id, pipeline_id, attribute, value, stage_id, bucket, count, error_count, sum_ms,
     min_ms, max_ms, sketch, position
@@ -83,8 +83,8 @@ REPLACE: Final = (
 )
 
 _KEYS: Final = """unnest(
-    %(pipeline)s::int8[], %(attribute)s::text[], %(value)s::text[], %(stage)s::int8[],
-    %(bucket)s::int8[]
+    %(pipeline)b::int8[], %(attribute)b::text[], %(value)b::text[], %(stage)b::int8[],
+    %(bucket)b::int8[]
 ) WITH ORDINALITY AS k(pipeline_id, attribute, value, stage_id, bucket, position)"""
 
 
@@ -113,27 +113,47 @@ UPDATE {COHORT_ROLLUP} r
 SET count = u.count, error_count = u.error_count, sum_ms = u.sum_ms, min_ms = u.min_ms,
     max_ms = u.max_ms, sketch = u.sketch
 FROM unnest(
-    %(id)s::int8[], %(count)s::int8[], %(errors)s::int8[], %(sum)s::float8[],
-    %(min)s::float8[], %(max)s::float8[], %(sketch)s::bytea[]
+    %(id)b::int8[], %(count)b::int8[], %(errors)b::int8[], %(sum)b::float8[],
+    %(min)b::float8[], %(max)b::float8[], %(sketch)b::bytea[]
 ) AS u(id, count, error_count, sum_ms, min_ms, max_ms, sketch)
 WHERE r.id = u.id
 """  # noqa: S608
 
-# Coarse buckets whose finer rows hold more spans than the coarse row (or it is missing).
-# Fewer means finer rows expired: the coarse row is kept as it is.
+# Coarse cohort rows to recompute, among the coarse buckets of the pipelines passed: those
+# whose finer rows hold more spans than the coarse row (or it is missing). Fewer means finer
+# rows expired: the coarse row is kept as it is. Only the passed buckets are read, each by
+# one range scan of the window index per attribute the pipeline has rows of (found with a
+# skip scan of that index: there are a few), so the cost follows the buckets, not the table.
 CANDIDATES: Final = f"""
-SELECT f.pipeline_id, f.attribute, f.value, f.stage_id, extract(epoch FROM f.bucket)::int8
+WITH RECURSIVE dirty AS (
+    SELECT DISTINCT pipeline_id, bucket
+    FROM unnest(%(pipelines)b::int8[], %(buckets)b::int8[]) AS d(pipeline_id, bucket)
+), attributes AS (
+    SELECT p.pipeline_id,
+           (SELECT min(attribute) FROM {COHORT_ROLLUP} WHERE pipeline_id = p.pipeline_id)
+               AS attribute
+    FROM (SELECT DISTINCT pipeline_id FROM dirty) p
+    UNION ALL
+    SELECT a.pipeline_id,
+           (SELECT min(attribute) FROM {COHORT_ROLLUP}
+            WHERE pipeline_id = a.pipeline_id AND attribute > a.attribute)
+    FROM attributes a WHERE a.attribute IS NOT NULL
+)
+SELECT f.pipeline_id, f.attribute, f.value, f.stage_id, f.bucket
 FROM (
-    SELECT pipeline_id, attribute, value, stage_id,
-           date_bin(%(width)s, bucket_start, 'epoch') AS bucket, sum(count) AS count
-    FROM {COHORT_ROLLUP}
-    WHERE resolution = %(fine)s AND bucket_start < %(end)s
+    SELECT r.pipeline_id, r.attribute, r.value, r.stage_id, d.bucket, sum(r.count) AS count
+    FROM dirty d
+    JOIN attributes a ON a.pipeline_id = d.pipeline_id AND a.attribute IS NOT NULL
+    JOIN {COHORT_ROLLUP} r
+      ON r.pipeline_id = d.pipeline_id AND r.attribute = a.attribute
+     AND r.resolution = %(fine)s AND r.bucket_start >= to_timestamp(d.bucket)
+     AND r.bucket_start < to_timestamp(d.bucket) + %(width)s
     GROUP BY 1, 2, 3, 4, 5
 ) f
 LEFT JOIN {COHORT_ROLLUP} c
   ON c.pipeline_id = f.pipeline_id AND c.attribute = f.attribute AND c.value = f.value
  AND c.stage_id IS NOT DISTINCT FROM f.stage_id AND c.resolution = %(coarse)s
- AND c.bucket_start = f.bucket
+ AND c.bucket_start = to_timestamp(f.bucket)
 WHERE c.id IS NULL OR c.count < f.count
 ORDER BY 1, 2, 3, 4 NULLS FIRST, 5
 """  # noqa: S608

@@ -13,7 +13,7 @@ from typing import Any, Final, Protocol
 
 import psycopg
 
-from latencyboard.sketches.sketch import Sketch
+from latencyboard.sketches.sketch import Sketch, to_bytes_many
 from latencyboard.storage.tables import PIPELINE, ROLLUP
 
 Key = tuple[int, int | None, int]  # pipeline, stage (None: end to end), bucket (Unix seconds)
@@ -155,7 +155,7 @@ def _columns(rows: Sequence[Row], teams: dict[int, int]) -> dict[str, list[Any]]
         "sum": [row.sketch.sum for row in rows],
         "min": [row.sketch.min for row in rows],
         "max": [row.sketch.max for row in rows],
-        "sketch": [row.sketch.to_bytes() for row in rows],
+        "sketch": to_bytes_many([row.sketch for row in rows]),
     }
 
 
@@ -204,7 +204,7 @@ def update(cursor: psycopg.Cursor[Any], rows: Sequence[tuple[int, int, Sketch]])
             "sum": [sketch.sum for _, _, sketch in rows],
             "min": [sketch.min for _, _, sketch in rows],
             "max": [sketch.max for _, _, sketch in rows],
-            "sketch": [sketch.to_bytes() for _, _, sketch in rows],
+            "sketch": to_bytes_many([sketch for _, _, sketch in rows]),
         },
     )
 

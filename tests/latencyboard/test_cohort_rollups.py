@@ -247,3 +247,21 @@ def test_compaction_merges_cohort_minutes_into_hours_and_days_and_expires_them(r
     compaction.compact_rollups(DAY + dt.timedelta(days=4))
     assert cohort_rows(team, "minute") == {}
     assert_cohorts_match_spans(team, "day")
+
+
+@db
+def test_late_spans_reach_compacted_cohort_hours_and_days_at_the_next_compaction(rng, writer):
+    team = make_team()
+    store(writer, team, requests(rng, 300, ["v7", "v8"], seconds=7200))
+    fold_all(T0 + dt.timedelta(hours=3))
+    compaction.compact_rollups(DAY + dt.timedelta(days=1, minutes=30))
+
+    # when late spans land in hours already compacted, and compaction runs again
+    store(writer, team, requests(rng, 50, ["v8", "v9"], seconds=3600))
+    fold_all(DAY + dt.timedelta(days=1, hours=1))
+    compaction.compact_rollups(DAY + dt.timedelta(days=1, hours=1))
+
+    # then their cohort hours and day hold them too, new value included
+    assert_cohorts_match_spans(team, "hour")
+    assert_cohorts_match_spans(team, "day")
+    assert {key[1] for key in cohort_rows(team, "day")} == {"v7", "v8", "v9", "2.1"}
