@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import orjson
 import psycopg
 from psycopg_pool import ConnectionPool
 
@@ -34,6 +35,9 @@ MAX_TEMPLATES = 100_000
 """Span templates cached per process; past that, a new combination of shared attribute
 values keeps them in its rows (under a template of resource and name only), so that neither
 the cache nor the template table grows without bound on unforeseen cardinality."""
+MAX_SEEN = 65_536
+"""Attribute sets remembered with their stored template (emptied when full): most spans
+repeat one exactly, and a hit skips the split and the canonical encoding."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +157,10 @@ class _PipelineDirectory:
         return stage_id
 
 
+Split = tuple[int, dict[str, object]]
+"""A span's template id and the attributes its row keeps (shared: never mutated)."""
+
+
 class _TemplateDirectory:
     """Resource and span template ids, cached per process; rows are stored on first sight.
 
@@ -165,6 +173,7 @@ class _TemplateDirectory:
         self.split = AttributeSplit()
         self._resources: dict[bytes, int] = {}
         self._templates: dict[tuple[int, str, bytes], int] = {}
+        self._seen: dict[tuple[int, str, bytes], Split] = {}
 
     def resource(
         self, attributes: Mapping[str, object], pending: dict[int, span_templates.Resource]
@@ -183,12 +192,20 @@ class _TemplateDirectory:
         name: str,
         attributes: Mapping[str, object],
         pending: dict[int, span_templates.Template],
-    ) -> tuple[int, dict[str, object]]:
+    ) -> Split:
         """The template of a span and the attributes its row keeps."""
+        # JSON tells true from 1 and 1.0, which equal each other in a tuple of items.
+        seen_key = (resource_id, name, orjson.dumps(attributes))
+        found_split = self._seen.get(seen_key)
+        if found_split is not None:
+            return found_split
         shared, own = self.split.split(attributes)
         key = (resource_id, name, json_bytes(shared, sort=True))
         found = self._templates.get(key)
         if found is not None:
+            if len(self._seen) >= MAX_SEEN:
+                self._seen.clear()
+            self._seen[seen_key] = (found, own)
             return found, own
         if len(self._templates) >= MAX_TEMPLATES and shared:
             return self.template(resource_id, name, {}, pending)[0], dict(attributes)
