@@ -93,10 +93,10 @@ def _search_sql(query: SpanSearch, params: dict[str, Any]) -> str:
     if query.max_ns is not None:
         durations.append("duration_ns <= %(max_ns)s")
     columns = (
-        f"r.trace_id, r.span_id, r.pipeline_id, {name_sql('r', 't')}, r.start_time, "
+        f"r.trace_id, r.span_id, r.pipeline_id, {name_sql('r', 'rt')}, r.start_time, "
         "r.duration_ns, r.status_code, r.status_message"
     )
-    name_join = f"LEFT JOIN {tables.SPAN_TEMPLATE} t ON t.id = r.template_id"
+    name_join = f"LEFT JOIN {tables.SPAN_TEMPLATE} rt ON rt.id = r.template_id"
     attribute_joins = joins_sql("r", "ta", "ra") if query.attributes else ""
     order = "ORDER BY r.duration_ns DESC, r.start_time, r.trace_id, r.span_id LIMIT %(limit)s"
     if query.stage_id is None:

@@ -133,7 +133,7 @@ def test_pipeline_and_stage_ids_are_committed_before_other_threads_can_use_them(
 def test_a_span_reads_back_whole_from_its_template_resource_and_row():
     # given a span whose resource is shared with another and whose attribute overrides one
     team = make_team()
-    resource = {"service.version": "2.1", "host.name": "gpu-7", "region": "eu"}
+    resource = {"service.instance.id": str(uuid.uuid4()), "host.name": "gpu-7", "region": "eu"}
     span = _span("svc", "model_forward")._replace(
         attributes={"inference.stage": "model_forward", "region": "us", "tags": ["a"]},
         resource=resource,
@@ -161,12 +161,15 @@ def test_a_span_reads_back_whole_from_its_template_resource_and_row():
     # then its name and whole attribute set come back, its own value winning, and the
     # resource is stored once
     assert json.loads(row[11]) == {
-        "service.version": "2.1",
+        "service.instance.id": resource["service.instance.id"],
         "host.name": "gpu-7",
         "region": "us",
         "inference.stage": "model_forward",
         "tags": ["a"],
     }
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM spans_resource")
+        cursor.execute(
+            "SELECT count(*) FROM spans_resource WHERE attributes ->> 'service.instance.id' = %s",
+            [resource["service.instance.id"]],
+        )
         assert cursor.fetchone() == (1,)
