@@ -94,9 +94,11 @@ class Template:
         )
 
 
+# Rows go in in id order: two ingest processes storing overlapping rows in different orders
+# would each wait for the other's uncommitted row, a deadlock.
 _ENSURE_RESOURCES: Final = f"""
 INSERT INTO {RESOURCE} (id, attributes)
-SELECT * FROM unnest(%(ids)s::int8[], %(attributes)s::text[]::jsonb[])
+SELECT * FROM unnest(%(ids)s::int8[], %(attributes)s::text[]::jsonb[]) ORDER BY 1
 ON CONFLICT (id) DO NOTHING
 """  # noqa: S608 - a constant table name, values are parameters
 _RESOURCE_MISMATCHES: Final = f"""
@@ -109,7 +111,7 @@ _ENSURE_TEMPLATES: Final = f"""
 INSERT INTO {SPAN_TEMPLATE} (id, resource_id, name, attributes)
 SELECT * FROM unnest(
     %(ids)s::int8[], %(resources)s::int8[], %(names)s::text[], %(attributes)s::text[]::jsonb[]
-)
+) ORDER BY 1
 ON CONFLICT (id) DO NOTHING
 """  # noqa: S608
 _TEMPLATE_MISMATCHES: Final = f"""
