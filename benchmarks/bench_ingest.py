@@ -167,7 +167,7 @@ def main() -> int:
             )
             figures["ingest"] = ingest_phase(stack, args)
             with psycopg.connect(stack.database_url) as conn:
-                figures["disk"] = span_bytes(conn)
+                figures["disk"] = span_bytes(conn, (tables.RESOURCE, tables.SPAN_TEMPLATE))
             if not args.skip_copy:
                 rows = max(figures["ingest"]["stored_in_window"], 20 * SPANS_PER_REQUEST)
                 figures["copy"] = copy_phase(stack, args, rows)
