@@ -21,8 +21,10 @@ machine's momentary noise and can be compared as ratios:
 Prints accepted and stored spans/s, stored/ceiling, request latency percentiles, the ingest
 server's peak RSS, non-200 counts, the CPU split per component and CPU microseconds per span
 (the figure that other tenants' load barely moves), PostgreSQL backend states and wait events
-sampled in the measured window, and WAL volume; writes the same to ``var/bench/ingest.json`` and
-keeps the servers' logs in ``var/bench/ingest-logs/``. Exits 1 when a check fails.
+sampled in the measured window, WAL volume, and the bytes on disk per stored span (heap,
+each index and TOAST of the span partitions over the rows stored, see ``_disk.py``); writes
+the same to ``var/bench/ingest.json`` and keeps the servers' logs in
+``var/bench/ingest-logs/``. Exits 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from _copy_ceiling import copy_phase
+from _disk import describe, span_bytes
 from _ingest_phase import ingest_phase
 from _otlp_bodies import SPANS_PER_REQUEST
 from _stack import (  # puts the repo on sys.path
@@ -94,6 +98,7 @@ def report(figures: dict[str, Any]) -> None:
         f" {ingest['wal']['fpi_per_s']:.0f} FPI/s",
         f"  sender render ms/request  {ingest['sender_render_ms_per_request']:.2f}",
     ]
+    lines += describe(figures["disk"])
     if copy:
         lines += [
             f"  CPU cores, COPY phase     {_cores(copy['cpu_cores'])}",
@@ -161,6 +166,8 @@ def main() -> int:
                 flush=True,
             )
             figures["ingest"] = ingest_phase(stack, args)
+            with psycopg.connect(stack.database_url) as conn:
+                figures["disk"] = span_bytes(conn, (tables.RESOURCE, tables.SPAN_TEMPLATE))
             if not args.skip_copy:
                 rows = max(figures["ingest"]["stored_in_window"], 20 * SPANS_PER_REQUEST)
                 figures["copy"] = copy_phase(stack, args, rows)

@@ -26,7 +26,13 @@ from latencyboard.db import conninfo
 from latencyboard.demo import profiles
 from latencyboard.pipelines import mapping
 from latencyboard.storage import partitions as storage_partitions
-from latencyboard.storage import pipelines, span_batches, spans_copy, spans_copy_columns
+from latencyboard.storage import (
+    pipelines,
+    span_batches,
+    span_templates,
+    spans_copy,
+    spans_copy_columns,
+)
 from latencyboard.storage.partitions import DayPartition
 from latencyboard.teams.models import Team
 
@@ -181,13 +187,26 @@ def _source(
     table = synthetic.template_table(profile)
     stage_ids = []
     for template in table.templates:
-        name = mapping.resolve_stage(template.name, template.stage, template.attributes, rules)
+        attributes = {**table.resource, **template.attributes}
+        name = mapping.resolve_stage(template.name, template.stage, attributes, rules)
         name = mapping.apply_cap(name, set(known) - {mapping.OVERFLOW_STAGE}, cap)
         if name not in known:
             known[name] = pipelines.ensure_stage(conn, pipeline_id, name)
         stage_ids.append(known[name])
+    # Every attribute of a demo template repeats: all of them go into its stored template.
+    resource = span_templates.Resource.of(table.resource)
+    stored = [
+        span_templates.Template.of(resource.id, template.name, template.attributes)
+        for template in table.templates
+    ]
+    span_templates.ensure_resources(conn, [resource])
+    span_templates.ensure_templates(conn, list({t.id: t for t in stored}.values()))
     encoder = spans_copy_columns.TemplateEncoder(
-        table.templates, team_id=team_id, pipeline_id=pipeline_id, stage_ids=stage_ids
+        table.templates,
+        team_id=team_id,
+        pipeline_id=pipeline_id,
+        stage_ids=stage_ids,
+        template_ids=[t.id for t in stored],
     )
     return _Source(profile, table, encoder, scale)
 

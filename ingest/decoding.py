@@ -18,6 +18,7 @@ kept. Only a body that cannot be read at all raises :class:`DecodeError`.
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
@@ -38,8 +39,15 @@ __all__ = [
 ]
 
 
+_NO_RESOURCE: Mapping[str, object] = MappingProxyType({})
+
+
 class DecodedSpan(NamedTuple):
     """One span that passed validation, flattened with its resource's identity.
+
+    ``attributes`` are the span's own; its whole attribute set is ``resource`` updated with
+    them. The spans of one OTLP resource share one ``resource`` mapping (the writer stores it
+    once per distinct resource).
 
     A NamedTuple rather than a frozen dataclass: it is built once per span on the ingest hot
     path, and constructing a tuple costs a fifth of what a slotted dataclass does.
@@ -57,8 +65,14 @@ class DecodedSpan(NamedTuple):
     service_name: str  # resource service.name, "unknown_service" when absent
     environment: str  # deployment.environment.name, else deployment.environment, else ""
     stage: str | None  # span attribute "inference.stage" when a non-empty string
-    attributes: dict[str, object]  # JSON-serialisable, resource then span, capped
+    attributes: dict[str, object]  # JSON-serialisable, the span's own, capped with resource's
     dropped_attributes: int  # dropped by the cap plus the SDKs' dropped_attributes_count
+    resource: Mapping[str, object] = _NO_RESOURCE  # capped, without service.name
+
+    @property
+    def all_attributes(self) -> dict[str, object]:
+        """The span's whole attribute set: its resource's updated with its own."""
+        return {**self.resource, **self.attributes}
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +194,7 @@ class Batch:
                 stage,
                 attributes,
                 dropped + sdk_dropped,
+                resource[2],
             )
         )
 
@@ -213,7 +228,8 @@ class Batch:
     def attributes(
         self, resource: Resource, raw: Mapping[str, Any], convert: Converter, measure: Sizer
     ) -> tuple[dict[str, object], int, str | None]:
-        """Merge span attributes over the resource's, capped: (attributes, dropped, stage)."""
+        """The span's own attributes, capped together with the resource's: (attributes,
+        dropped, stage)."""
         attributes, dropped, _ = cap_attributes(
             raw, resource[2], resource[4], self.limits, convert, measure
         )
@@ -299,7 +315,7 @@ def decode_request(
                 if plain_resource and len(pb_attributes) <= free:
                     # The common case: scalar attributes within both caps. Last one wins on
                     # duplicate keys, as in the JSON front end.
-                    attributes = resource_attributes.copy()
+                    attributes = {}
                     size = resource_size
                     for kv in pb_attributes:
                         key = kv.key
@@ -351,6 +367,7 @@ def decode_request(
                         stage,
                         attributes,
                         dropped + span.dropped_attributes_count,
+                        resource_attributes,
                     )
                 )
     return batch.result()

@@ -51,26 +51,27 @@ Sizer = Callable[[Any, int, int], int]
 
 def cap_attributes(
     raw: Mapping[str, Any],
-    base: dict[str, object],
+    base: Mapping[str, object],
     base_size: int,
     limits: Limits,
     convert: Converter,
     measure: Sizer,
 ) -> tuple[dict[str, object], int, int]:
-    """Merge ``raw`` attributes over ``base`` (already capped, costing ``base_size`` bytes):
-    ``(attributes, dropped, size)``.
+    """Cap ``raw`` attributes merged over ``base`` (already capped, costing ``base_size``
+    bytes): ``(kept, dropped, size)``, where ``kept`` are those of ``raw`` that fit (the
+    merged set is ``base`` updated with them) and ``size`` is the merged set's.
 
     Values are measured before they are converted and converted only when kept, so
     attributes beyond the caps cost a key lookup or a measurement, never a conversion. A key
-    already present is overwritten without using a place under the count cap.
+    of ``base`` is overwritten without using a place under the count cap.
     """
-    attributes = base.copy()
-    room = limits.max_attributes - len(attributes)
+    kept: dict[str, object] = {}
+    room = limits.max_attributes - len(base)
     left = limits.max_attribute_bytes - base_size
     max_len = limits.max_value_length
     dropped = 0
     for key, value in raw.items():
-        known = key in attributes
+        known = key in base
         if not known and room <= 0:
             dropped += 1
             continue
@@ -80,6 +81,6 @@ def cap_attributes(
             continue
         if not known:
             room -= 1
-        attributes[key] = convert(value, limits, 0)
+        kept[key] = convert(value, limits, 0)
         left -= cost
-    return attributes, dropped, limits.max_attribute_bytes - left
+    return kept, dropped, limits.max_attribute_bytes - left

@@ -2,7 +2,7 @@
 
 A request of :mod:`latencyboard.demo.profiles` becomes the spans the live demo service sends for
 it: one root SERVER span and one INTERNAL child per stage that ran, with the same names,
-statuses and attributes (plus the resource's ``service.version``, as the decoder keeps it).
+statuses and attributes, and the resource's ``service.version`` (as the decoder keeps it).
 Everything is done on whole arrays, never one Python object per span, because a historical
 backfill writes tens of millions of spans.
 
@@ -66,6 +66,8 @@ class TemplateTable:
 
     templates: tuple[SpanTemplate, ...]
     lookup: npt.NDArray[np.int16]
+    resource: dict[str, object]
+    """The resource attributes every span of the pipeline shares (not in ``attributes``)."""
 
 
 def template_table(pipeline: Pipeline) -> TemplateTable:
@@ -74,12 +76,11 @@ def template_table(pipeline: Pipeline) -> TemplateTable:
     shape = (n_stages + 1, len(pipeline.model_versions), 2, n_stages + 1)
     lookup = np.full(shape, -1, dtype=np.int16)
     templates: list[SpanTemplate] = []
-    resource = {"service.version": pipeline.service_version}
+    resource: dict[str, object] = {"service.version": pipeline.service_version}
     for version, model in enumerate(pipeline.model_versions):
         for failure in range(n_stages + 1):
             failed = pipeline.stages[failure - 1] if failure else None
             attributes: dict[str, object] = {
-                **resource,
                 "http.request.method": pipeline.http_method,
                 "http.route": pipeline.http_route,
                 "http.response.status_code": failed.error_http_status if failed else 200,
@@ -95,7 +96,7 @@ def template_table(pipeline: Pipeline) -> TemplateTable:
         for version in versions:
             for cache_hit in cache_hits:
                 for failure in (0, 1):
-                    attributes = {**resource, STAGE_ATTRIBUTE: stage.name}
+                    attributes = {STAGE_ATTRIBUTE: stage.name}
                     if s == HYDRATION_INDEX:
                         attributes["cache_hit"] = cache_hit
                     if s == FORWARD_INDEX:
@@ -104,7 +105,7 @@ def template_table(pipeline: Pipeline) -> TemplateTable:
                         attributes["error.type"] = stage.error_type
                     lookup[1 + s, version, int(cache_hit), failure] = len(templates)
                     templates.append(_template(stage.name, stage.name, attributes))
-    return TemplateTable(tuple(templates), lookup)
+    return TemplateTable(tuple(templates), lookup, resource)
 
 
 def _template(name: str, stage: str | None, attributes: dict[str, object]) -> SpanTemplate:

@@ -13,21 +13,31 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import orjson
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from ingest.attribute_split import AttributeSplit
 from ingest.decoding import DecodedSpan
 from latencyboard.pipelines import mapping
 from latencyboard.storage import partitions as storage_partitions
-from latencyboard.storage import pipelines, span_batches, spans_copy
+from latencyboard.storage import pipelines, span_batches, span_templates, spans_copy
+from latencyboard.storage.span_templates import json_bytes
 
 logger = logging.getLogger(__name__)
 
 SERVER_KIND = 2
 _DICTIONARY_TTL = 30.0
+MAX_TEMPLATES = 100_000
+"""Span templates cached per process; past that, a new combination of shared attribute
+values keeps them in its rows (under a template of resource and name only), so that neither
+the cache nor the template table grows without bound on unforeseen cardinality."""
+MAX_SEEN = 65_536
+"""Attribute sets remembered with their stored template (emptied when full): most spans
+repeat one exactly, and a hit skips the split and the canonical encoding."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +77,7 @@ def _copy(
 ) -> WriteResult:
     with conn.transaction(), conn.cursor() as cursor:
         batch_id = span_batches.next_batch_id(cursor)
-        data = spans_copy.stream(spans_copy.prefix(batch.team_id, batch_id), rows)
+        data = spans_copy.stream(spans_copy.prefix(batch_id), rows)
         span_batches.copy_spans(cursor, (data,), staged=not direct)
         stored = len(rows) if direct else span_batches.move_staged(cursor)
         span_batches.insert_batch(
@@ -147,6 +157,80 @@ class _PipelineDirectory:
         return stage_id
 
 
+Split = tuple[int, dict[str, object]]
+"""A span's template id and the attributes its row keeps (shared: never mutated)."""
+
+
+class _TemplateDirectory:
+    """Resource and span template ids, cached per process; rows are stored on first sight.
+
+    Ids are hashes of the content, so a lookup needs the database only for content this
+    process has not stored yet, and then once per request (:meth:`store`).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.split = AttributeSplit()
+        self._resources: dict[bytes, int] = {}
+        self._templates: dict[tuple[int, str, bytes], int] = {}
+        self._seen: dict[tuple[int, str, bytes], Split] = {}
+
+    def resource(
+        self, attributes: Mapping[str, object], pending: dict[int, span_templates.Resource]
+    ) -> int:
+        canonical = json_bytes(attributes, sort=True)
+        found = self._resources.get(canonical)
+        if found is not None:
+            return found
+        resource = span_templates.Resource.of(attributes)
+        pending[resource.id] = resource
+        return resource.id
+
+    def template(
+        self,
+        resource_id: int,
+        name: str,
+        attributes: Mapping[str, object],
+        pending: dict[int, span_templates.Template],
+    ) -> Split:
+        """The template of a span and the attributes its row keeps."""
+        # JSON tells true from 1 and 1.0, which equal each other in a tuple of items.
+        seen_key = (resource_id, name, orjson.dumps(attributes))
+        found_split = self._seen.get(seen_key)
+        if found_split is not None:
+            return found_split
+        shared, own = self.split.split(attributes)
+        key = (resource_id, name, json_bytes(shared, sort=True))
+        found = self._templates.get(key)
+        if found is not None:
+            if len(self._seen) >= MAX_SEEN:
+                self._seen.clear()
+            self._seen[seen_key] = (found, own)
+            return found, own
+        if len(self._templates) >= MAX_TEMPLATES and shared:
+            return self.template(resource_id, name, {}, pending)[0], dict(attributes)
+        template = span_templates.Template.of(resource_id, name, shared)
+        pending[template.id] = template
+        return template.id, own
+
+    def store(
+        self,
+        conn: psycopg.Connection,
+        resources: dict[int, span_templates.Resource],
+        templates: dict[int, span_templates.Template],
+    ) -> None:
+        """Store what one request saw first (in autocommit: committed before it is cached)."""
+        span_templates.ensure_resources(conn, list(resources.values()))
+        span_templates.ensure_templates(conn, list(templates.values()))
+        with self._lock:
+            for resource in resources.values():
+                self._resources[resource.attributes] = resource.id
+            for template in templates.values():
+                self._templates[(template.resource_id, template.name, template.attributes)] = (
+                    template.id
+                )
+
+
 class SpanWriter:
     """Writes export requests to PostgreSQL through a small connection pool."""
 
@@ -164,6 +248,7 @@ class SpanWriter:
             kwargs={"connect_timeout": max(1, int(timeout)), "autocommit": True},
         )
         self.directory = _PipelineDirectory()
+        self.templates = _TemplateDirectory()
 
     def close(self) -> None:
         self.pool.close()
@@ -198,10 +283,15 @@ class SpanWriter:
         self, conn: psycopg.Connection, team_id: int, spans: Sequence[DecodedSpan]
     ) -> list[bytes]:
         directory = self.directory
+        templates = self.templates
         encode = spans_copy.encode_span
         rows: list[bytes] = []
         pipeline_ids: dict[tuple[str, str], tuple[int, list[mapping.CompiledRule], int]] = {}
         stage_ids: dict[tuple[int, str], int] = {}
+        # The spans of one OTLP resource share its mapping object: one lookup per resource.
+        resource_ids: dict[int, int] = {}
+        new_resources: dict[int, span_templates.Resource] = {}
+        new_templates: dict[int, span_templates.Template] = {}
         for span in spans:
             key = (span.service_name, span.environment)
             resolved = pipeline_ids.get(key)
@@ -210,26 +300,37 @@ class SpanWriter:
                 rules, cap = directory.rules(conn, pipeline_id)
                 resolved = pipeline_ids[key] = (pipeline_id, rules, cap)
             pipeline_id, rules, cap = resolved
-            stage_name = mapping.resolve_stage(span.name, span.stage, span.attributes, rules)
+            merged = {**span.resource, **span.attributes} if rules else span.attributes
+            stage_name = mapping.resolve_stage(span.name, span.stage, merged, rules)
             stage_id = stage_ids.get((pipeline_id, stage_name))
             if stage_id is None:
                 stage_id = directory.stage(conn, pipeline_id, stage_name, cap)
                 stage_ids[(pipeline_id, stage_name)] = stage_id
+            resource_id = resource_ids.get(id(span.resource))
+            if resource_id is None:
+                resource_id = templates.resource(span.resource, new_resources)
+                resource_ids[id(span.resource)] = resource_id
+            template_id, own = templates.template(
+                resource_id, span.name, span.attributes, new_templates
+            )
             rows.append(
                 encode(
+                    team_id,
                     pipeline_id,
                     stage_id,
+                    template_id,
                     span.trace_id,
                     span.span_id,
                     span.parent_span_id,
-                    span.name,
                     span.kind,
                     span.status_code,
                     span.status_message,
                     span.start_ns,
                     span.end_ns - span.start_ns,
                     span.parent_span_id is None or span.kind == SERVER_KIND,
-                    span.attributes,
+                    own,
                 )
             )
+        if new_resources or new_templates:
+            templates.store(conn, new_resources, new_templates)
         return rows

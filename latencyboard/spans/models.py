@@ -34,10 +34,15 @@ class IngestBatch(models.Model):
 
 
 class Span(models.Model):
-    """A stored span. The table is partitioned by day of ``start_time`` (see migration 0001).
+    """A stored span. The table is partitioned by day of ``start_time`` (migrations 0001, 0004).
 
     Ids are stored in their natural widths: the 16-byte trace id as ``uuid``, the 8-byte span
-    ids as ``bigint`` (two's complement of the big-endian bytes).
+    ids as ``bigint`` (two's complement of the big-endian bytes). A span written by ingest has
+    a template (its resource, name and repeating attributes, see
+    ``latencyboard.storage.span_templates``): its own ``name`` is empty and ``attributes``
+    holds only what the template does not; rows without a template hold everything. The
+    model reads the view of whole spans (name and attributes merged); rows are written by
+    binary COPY into the table (``latencyboard.storage.spans_copy``), never through Django.
     """
 
     pk = models.CompositePrimaryKey("team_id", "trace_id", "span_id", "start_time")
@@ -56,10 +61,11 @@ class Span(models.Model):
     duration_ns = models.BigIntegerField()
     is_root = models.BooleanField()
     attributes = models.JSONField()
+    template_id = models.BigIntegerField(null=True)
 
     class Meta:
         managed = False
-        db_table = tables.SPAN
+        db_table = tables.SPAN_VIEW
 
     def __str__(self) -> str:
         return f"{self.name} ({self.duration_ns / 1e6:.3f} ms)"

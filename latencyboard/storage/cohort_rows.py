@@ -16,17 +16,19 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from latencyboard.storage.span_templates import attribute_sql, joins_sql
 from latencyboard.storage.tables import COHORT_ATTRIBUTE, COHORT_ROLLUP, PIPELINE, SPAN
 
 MAX_VALUE_LENGTH: Final = 255
 
 # The spans of a fold's batches by cohort: one row per pipeline, stage, root or not, minute,
 # attribute and value, durations concatenated. A span counts once for each cohort attribute
-# it carries itself; a JSON null is no value.
+# it carries itself (or its template or resource does); a JSON null is no value.
+_VALUE: Final = attribute_sql("c.key")
 SPANS_BY_COHORT: Final = f"""
 SELECT s.pipeline_id, s.stage_id, s.is_root,
        floor(extract(epoch FROM s.start_time) / 60)::int8,
-       c.key, left(s.attributes ->> c.key, {MAX_VALUE_LENGTH}),
+       c.key, left({_VALUE}, {MAX_VALUE_LENGTH}),
        count(*) FILTER (WHERE s.status_code = 2),
        string_agg(int8send(s.duration_ns), ''::bytea)
 FROM {SPAN} s
@@ -37,9 +39,10 @@ JOIN (
     UNION
     SELECT pipeline_id, key FROM {COHORT_ATTRIBUTE} WHERE pipeline_id = ANY(%(pipelines)b::int8[])
 ) c ON c.pipeline_id = s.pipeline_id
+{joins_sql()}
 WHERE s.batch_id = ANY(%(batches)b::int8[]) AND s.batch_id BETWEEN %(first)s AND %(last)s
   AND s.stage_id = ANY(%(stages)b::int8[])
-  AND s.attributes ->> c.key IS NOT NULL
+  AND {_VALUE} IS NOT NULL
 GROUP BY 1, 2, 3, 4, 5, 6
 """  # noqa: S608 - table names are constants, not input
 

@@ -1,8 +1,9 @@
 """Reads of raw spans: trace search, the exemplars of a quantile, and one trace's spans.
 
-Search and exemplars read through the ``(pipeline_id, start_time)`` index, so their cost
-grows with the spans stored in the window; one trace is read through the primary key
-``(team_id, trace_id, …)``, one index probe per day partition.
+Search and exemplars read through the roots' and the stages' ``(…, start_time)`` indexes, so
+their cost grows with the spans stored in the window; one trace is read through the primary
+key ``(team_id, trace_id, …)``, one index probe per day partition. Names and attributes are
+read through the span's template (:mod:`.span_templates`), joined only where needed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Final, Literal
 
 from latencyboard.db import read_connection as connection  # the replica for dashboards
 from latencyboard.storage import tables
+from latencyboard.storage.span_templates import attributes_sql, joins_sql, name_sql
 
 STATUS_ERROR: Final = 2
 FoundRow = tuple[Any, ...]
@@ -82,7 +84,7 @@ def _search_sql(query: SpanSearch, params: dict[str, Any]) -> str:
         alternatives = []
         for k, document in enumerate(documents):
             params[f"attr{number}_{k}"] = document
-            alternatives.append(f"r.attributes @> %(attr{number}_{k})s::jsonb")
+            alternatives.append(f"{attributes_sql('r', 'ta', 'ra')} @> %(attr{number}_{k})s::jsonb")
         root.append(f"({' OR '.join(alternatives)})")
     durations = []
     if query.min_ns is not None:
@@ -90,13 +92,23 @@ def _search_sql(query: SpanSearch, params: dict[str, Any]) -> str:
     if query.max_ns is not None:
         durations.append("duration_ns <= %(max_ns)s")
     columns = (
-        "r.trace_id, r.span_id, r.pipeline_id, r.name, r.start_time, r.duration_ns, "
-        "r.status_code, r.status_message"
+        f"r.trace_id, r.span_id, r.pipeline_id, {name_sql('r', 'rt')}, r.start_time, "
+        "r.duration_ns, r.status_code, r.status_message"
     )
+    name_join = f"LEFT JOIN {tables.SPAN_TEMPLATE} rt ON rt.id = r.template_id"
+    attribute_joins = joins_sql("r", "ta", "ra") if query.attributes else ""
     order = "ORDER BY r.duration_ns DESC, r.start_time, r.trace_id, r.span_id LIMIT %(limit)s"
     if query.stage_id is None:
         where = " AND ".join([window, *root, *(f"r.{bound}" for bound in durations)])
-        return f"SELECT {columns}, NULL FROM {tables.SPAN} r WHERE {where} {order}"  # noqa: S608 - constant fragments, values are parameters
+        # The names of the roots found only: a window's roots are not joined to templates
+        # unless attributes are filtered on.
+        return f"""
+            WITH found AS (
+                SELECT r.* FROM {tables.SPAN} r {attribute_joins} WHERE {where} {order}
+            )
+            SELECT {columns}, NULL FROM found r {name_join}
+            ORDER BY r.duration_ns DESC, r.start_time, r.trace_id, r.span_id
+        """  # noqa: S608 - constant fragments, values are parameters
     # No team condition on the stage's spans, so that the index answers alone: a stage is
     # one pipeline's, which the caller found in the user's teams, and so are its spans.
     of_stage = " AND ".join(
@@ -110,7 +122,7 @@ def _search_sql(query: SpanSearch, params: dict[str, Any]) -> str:
     return f"""
         WITH roots AS MATERIALIZED (
             SELECT r.team_id, r.trace_id, r.span_id, r.start_time, r.duration_ns
-            FROM {tables.SPAN} r
+            FROM {tables.SPAN} r {attribute_joins}
             WHERE {window} AND {" AND ".join(root)}
         ),
         stage_spans AS (
@@ -137,6 +149,7 @@ def _search_sql(query: SpanSearch, params: dict[str, Any]) -> str:
         SELECT {columns}, t.stage_ns
         FROM slowest t
         JOIN {tables.SPAN} r USING (team_id, trace_id, span_id, start_time)
+        {name_join}
         WHERE {window}
         ORDER BY t.duration_ns DESC, t.start_time, t.trace_id, t.span_id
     """  # noqa: S608 - constant fragments, values are parameters
@@ -144,7 +157,8 @@ def _search_sql(query: SpanSearch, params: dict[str, Any]) -> str:
 
 _EXEMPLARS_SQL: Final = f"""
     WITH minute AS MATERIALIZED (
-        SELECT trace_id, span_id, name, start_time, duration_ns, status_code, status_message
+        SELECT trace_id, span_id, template_id, name, start_time, duration_ns, status_code,
+               status_message
         FROM {tables.SPAN}
         WHERE pipeline_id = %(pipeline)s AND team_id = %(team)s
           AND start_time >= %(start)s AND start_time < %(end)s AND {{which}}
@@ -159,10 +173,11 @@ _EXEMPLARS_SQL: Final = f"""
         FROM minute m CROSS JOIN target t
         ORDER BY m.trace_id, distance, m.span_id
     )
-    SELECT n.trace_id, n.span_id, %(pipeline)s, n.name, n.start_time, n.duration_ns,
-           n.status_code, n.status_message, NULL, t.duration_ns,
+    SELECT n.trace_id, n.span_id, %(pipeline)s, {name_sql("n", "nt")}, n.start_time,
+           n.duration_ns, n.status_code, n.status_message, NULL, t.duration_ns,
            (SELECT count(*) FROM minute)
     FROM nearest n CROSS JOIN target t
+    LEFT JOIN {tables.SPAN_TEMPLATE} nt ON nt.id = n.template_id
     ORDER BY n.distance, n.trace_id
     LIMIT %(count)s
 """  # noqa: S608 - a constant table name and condition, values are parameters
@@ -212,10 +227,10 @@ def nearest_to_quantile(
 
 
 _TRACE_SQL: Final = f"""
-    SELECT s.span_id, s.parent_span_id, s.name, st.name, s.pipeline_id, s.kind,
+    SELECT s.span_id, s.parent_span_id, {name_sql()}, st.name, s.pipeline_id, s.kind,
            s.status_code, s.status_message, s.start_time, s.duration_ns, s.is_root,
-           s.attributes
-    FROM {tables.SPAN} s JOIN {tables.STAGE} st ON st.id = s.stage_id
+           {attributes_sql()}
+    FROM {tables.SPAN} s JOIN {tables.STAGE} st ON st.id = s.stage_id {joins_sql()}
     WHERE s.team_id = ANY(%(teams)s) AND s.trace_id = %(trace)s
     ORDER BY s.start_time, s.span_id
     LIMIT %(limit)s
@@ -231,14 +246,22 @@ def trace_spans(team_ids: Sequence[int], trace_id: uuid.UUID, limit: int) -> lis
         return cursor.fetchall()
 
 
+# The newest spans of each stage from the stage index, in order, then the newest of those.
 _ATTRIBUTE_KEYS: Final = f"""
-SELECT DISTINCT jsonb_object_keys(attributes) FROM (
-    SELECT attributes FROM {tables.SPAN}
-    WHERE pipeline_id = %(pipeline)s AND start_time >= %(start)s AND start_time < %(end)s
-    ORDER BY start_time DESC
+SELECT DISTINCT jsonb_object_keys({attributes_sql()}) FROM (
+    SELECT newest.* FROM {tables.STAGE} st
+    CROSS JOIN LATERAL (
+        SELECT s.start_time, s.template_id, s.attributes FROM {tables.SPAN} s
+        WHERE s.pipeline_id = %(pipeline)s AND s.stage_id = st.id
+          AND s.start_time >= %(start)s AND s.start_time < %(end)s
+        ORDER BY s.start_time DESC
+        LIMIT %(limit)s
+    ) newest
+    WHERE st.pipeline_id = %(pipeline)s
+    ORDER BY newest.start_time DESC
     LIMIT %(limit)s
-) AS newest
-"""  # noqa: S608 - a constant table name, values are parameters
+) AS s {joins_sql()}
+"""  # noqa: S608 - constant table names, values are parameters
 
 
 def attribute_keys(pipeline_id: int, start: dt.datetime, end: dt.datetime, limit: int) -> list[str]:

@@ -8,59 +8,67 @@ layout column-wise from this module's :func:`template_parts`. Both write :data:`
 the same order with the same bytes (a test checks one against the other), so a change of the
 span row is made here once.
 
-PostgreSQL's ``jsonb`` cannot hold ``\\u0000``: a NUL in an attribute becomes U+FFFD, the
-replacement character, rather than failing the whole request (the decoder does the same for
-the text columns).
+The span row (migration ``spans.0004``) is ordered widest first so that no byte goes to
+alignment padding: the 8-byte columns (the batch id first: a request's rows share it), the
+uuid, the 4-byte dictionary ids (team, pipeline, stage), the small ones, then the variable
+ones. A span points at its template (resource, name, repeating attributes:
+:mod:`.span_templates`), so its ``name`` is written empty and its ``attributes`` hold only
+what the template does not, mostly ``{}``: about 112 bytes a row with its tuple header.
+Its indexes and what each is for:
+
+* primary key ``(team_id, trace_id, span_id, start_time)``: the dedupe key (a retried export
+  stores only what is missing) and one trace's spans by trace id;
+* ``spans_span_roots`` ``(pipeline_id, start_time) INCLUDE (duration_ns, status_code) WHERE
+  is_root``: trace search and root exemplars over a window, from the index alone;
+* ``spans_span_stage_time`` ``(pipeline_id, stage_id, start_time)``: a stage's spans over a
+  window (search by stage, stage exemplars, the attribute keys offered as cohorts, rollup
+  rebuilds);
+* ``spans_span_batch``, a block-range index on ``batch_id``: the fold's spans of its batches.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 import struct
 from typing import Final, Protocol
 
-import orjson
-
 from latencyboard.storage import copy_format
+from latencyboard.storage.span_templates import json_bytes
 from latencyboard.storage.timestamps import PG_EPOCH_US
 
 COLUMNS: Final = (
-    "team_id, batch_id, pipeline_id, stage_id, trace_id, span_id, parent_span_id, name, kind, "
-    "status_code, status_message, start_time, duration_ns, is_root, attributes"
+    "batch_id, start_time, duration_ns, span_id, parent_span_id, template_id, trace_id, "
+    "team_id, pipeline_id, stage_id, kind, status_code, is_root, name, status_message, "
+    "attributes"
 )
-FIELD_COUNT: Final = 15
+FIELD_COUNT: Final = 16
 HEADER: Final = copy_format.HEADER
 TRAILER: Final = copy_format.TRAILER
 
 _JSONB_VERSION = b"\x01"
 _NULL = struct.pack(">i", -1)
+_EMPTY_NAME = struct.pack(">i", 0)
 
 # Each field's format once; the per-row encoder packs several at a time (fewer calls on
 # the ingest hot path), the template encoder packs a template's constant ones on their own.
-_OWNERS_FORMAT = "iqiqi"  # pipeline_id, stage_id, then the length of trace_id
-# trace_id (uuid: the 16 bytes as they are), span_id (int8: the 8 id bytes are already its
-# big-endian two's complement), then the length of parent_span_id
-_IDS_FORMAT = "16si8s"
-_TIMES_FORMAT = "qiq"  # start_time, duration_ns (the start's length ends the middle part)
-_ROOT_FORMAT = "i?i"  # is_root, and the length of the jsonb that follows
+_TIMES_FORMAT = "iqiq"  # start_time, duration_ns
+_SPAN_FORMAT = "i8s"  # span_id (int8: the 8 id bytes are already its big-endian two's complement)
+_TEMPLATE_FORMAT = "iqi"  # template_id, then the length of trace_id
+_OWNERS_FORMAT = "iiiiii"  # team_id, pipeline_id, stage_id, after the trace id's 16 bytes
+_FLAGS_FORMAT = "ihihi?"  # kind, status_code, is_root
 
-_PREFIX = struct.Struct(">hiqiq")  # field count, team_id, batch_id
+_PREFIX = struct.Struct(">hiq")  # field count, batch_id
 PREFIX_SIZE: Final = _PREFIX.size
-_OWNERS = struct.Struct(">" + _OWNERS_FORMAT)
-_OWNERS_IDS = struct.Struct(">" + _OWNERS_FORMAT + _IDS_FORMAT)
+_TIMES_SPAN = struct.Struct(">" + _TIMES_FORMAT + _SPAN_FORMAT)
 _PARENT = struct.Struct(">i8s")
+_TEMPLATE = struct.Struct(">" + _TEMPLATE_FORMAT)
+_OWNERS_FLAGS = struct.Struct(">" + _OWNERS_FORMAT + _FLAGS_FORMAT)
 _LENGTH = struct.Struct(">i")
-_KIND_STATUS = struct.Struct(">ihih")  # kind, status_code
-_TIMES_ROOT = struct.Struct(">i" + _TIMES_FORMAT + _ROOT_FORMAT)
-_ROOT = struct.Struct(">" + _ROOT_FORMAT)
-
-_JSON_NUL = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
 
 
-def prefix(team_id: int, batch_id: int) -> bytes:
-    """The start of every row of one request: field count, team and ingest batch."""
-    return _PREFIX.pack(FIELD_COUNT, 8, team_id, 8, batch_id)
+def prefix(batch_id: int) -> bytes:
+    """The start of every row of one request: field count and ingest batch."""
+    return _PREFIX.pack(FIELD_COUNT, 8, batch_id)
 
 
 def stream(row_prefix: bytes, rows: list[bytes]) -> bytes:
@@ -70,36 +78,30 @@ def stream(row_prefix: bytes, rows: list[bytes]) -> bytes:
     return b"".join((HEADER, row_prefix, row_prefix.join(rows), TRAILER))
 
 
-@functools.lru_cache(maxsize=4096)  # span names are low-cardinality, status messages mostly ""
+@functools.lru_cache(maxsize=4096)  # status messages are mostly ""
 def _text(value: str) -> bytes:
     data = value.encode()
     return _LENGTH.pack(len(data)) + data
 
 
-def _jsonb(attributes: dict[str, object]) -> bytes:
-    data = orjson.dumps(attributes)
-    if b"\\u0000" in data:
-        # An escape only when preceded by an even number of backslashes: "\\u0000" in the
-        # JSON is a literal backslash followed by "u0000", which stays as it is.
-        data = _JSON_NUL.sub(rb"\1\\ufffd", data)
-    return data
+@functools.lru_cache(maxsize=4096)  # a span's own attributes are mostly {}
+def _jsonb(data: bytes) -> bytes:
+    return _LENGTH.pack(len(data) + 1) + _JSONB_VERSION + data
 
 
-def _middle(name: str, kind: int, status_code: int, status_message: str) -> bytes:
-    return _text(name) + _KIND_STATUS.pack(2, kind, 2, status_code) + _text(status_message)
-
-
-def _tail(is_root: bool, attributes_json: bytes) -> bytes:
-    return _ROOT.pack(1, is_root, len(attributes_json) + 1) + _JSONB_VERSION + attributes_json
+def _tail(status_message: str, attributes_json: bytes) -> bytes:
+    """The variable columns: the name is empty (the template's)."""
+    return _EMPTY_NAME + _text(status_message) + _jsonb(attributes_json)
 
 
 def encode_span(
+    team_id: int,
     pipeline_id: int,
     stage_id: int,
+    template_id: int,
     trace_id: bytes,
     span_id: bytes,
     parent_span_id: bytes | None,
-    name: str,
     kind: int,
     status_code: int,
     status_message: str,
@@ -108,26 +110,18 @@ def encode_span(
     is_root: bool,
     attributes: dict[str, object],
 ) -> bytes:
-    """One row without its :func:`prefix`; ids are the raw 16- and 8-byte OTLP ids."""
-    attributes_json = _jsonb(attributes)
+    """One row without its :func:`prefix`; ids are the raw 16- and 8-byte OTLP ids,
+    ``attributes`` those of the span its template does not hold."""
     return b"".join(
         (
-            _OWNERS_IDS.pack(8, pipeline_id, 8, stage_id, 16, trace_id, 8, span_id),
+            _TIMES_SPAN.pack(8, start_ns // 1000 - PG_EPOCH_US, 8, duration_ns, 8, span_id),
             _NULL if parent_span_id is None else _PARENT.pack(8, parent_span_id),
-            _text(name),
-            _KIND_STATUS.pack(2, kind, 2, status_code),
-            _text(status_message),
-            _TIMES_ROOT.pack(
-                8,
-                start_ns // 1000 - PG_EPOCH_US,
-                8,
-                duration_ns,
-                1,
-                is_root,
-                len(attributes_json) + 1,
+            _TEMPLATE.pack(8, template_id, 16),
+            trace_id,
+            _OWNERS_FLAGS.pack(
+                4, team_id, 4, pipeline_id, 4, stage_id, 2, kind, 2, status_code, 1, is_root
             ),
-            _JSONB_VERSION,
-            attributes_json,
+            _tail(status_message, json_bytes(attributes) if attributes else b"{}"),
         )
     )
 
@@ -136,8 +130,6 @@ class Template(Protocol):
     """What the spans of one kind share: every column but ids, times and durations."""
 
     @property
-    def name(self) -> str: ...
-    @property
     def kind(self) -> int: ...
     @property
     def status_code(self) -> int: ...
@@ -145,19 +137,30 @@ class Template(Protocol):
     def status_message(self) -> str: ...
     @property
     def is_root(self) -> bool: ...
-    @property
-    def attributes(self) -> dict[str, object]: ...
 
 
 def template_parts(
-    template: Template, pipeline_id: int, stage_id: int
-) -> tuple[bytes, bytes, bytes]:
-    """The constant bytes of a row of ``template`` around its varying fields: after the
-    :func:`prefix`, before the trace id; between the parent span id and the start time;
-    after the duration (see :class:`~latencyboard.storage.spans_copy_columns.TemplateEncoder`)."""
+    template: Template, *, team_id: int, pipeline_id: int, stage_id: int, template_id: int
+) -> tuple[bytes, bytes]:
+    """The constant bytes of a row of ``template`` around its varying fields (see
+    :class:`~latencyboard.storage.spans_copy_columns.TemplateEncoder`): from the parent span
+    id to the trace id, and everything after the trace id. Its span attributes all sit in its
+    template (``template_id``): the row's own are ``{}``."""
     return (
-        _OWNERS.pack(8, pipeline_id, 8, stage_id, 16),
-        _middle(template.name, template.kind, template.status_code, template.status_message)
-        + _LENGTH.pack(8),
-        _tail(template.is_root, _jsonb(template.attributes)),
+        _TEMPLATE.pack(8, template_id, 16),
+        _OWNERS_FLAGS.pack(
+            4,
+            team_id,
+            4,
+            pipeline_id,
+            4,
+            stage_id,
+            2,
+            template.kind,
+            2,
+            template.status_code,
+            1,
+            template.is_root,
+        )
+        + _tail(template.status_message, b"{}"),
     )

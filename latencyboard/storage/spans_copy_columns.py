@@ -37,7 +37,8 @@ class SpanRows:
 
 class TemplateEncoder:
     """Encodes :class:`SpanRows` of one pipeline as the rows :func:`encode_span` would give,
-    whole arrays at a time; ``stage_ids[t]`` is the stage row of template ``t``.
+    whole arrays at a time; ``stage_ids[t]`` is the stage row of template ``t`` and
+    ``template_ids[t]`` its stored span template (:mod:`..span_templates`).
 
     A template's constant columns are encoded once; its rows are one numpy structured array
     whose few varying fields are filled column-wise.
@@ -50,16 +51,20 @@ class TemplateEncoder:
         team_id: int,
         pipeline_id: int,
         stage_ids: Sequence[int],
+        template_ids: Sequence[int],
     ) -> None:
-        self._team_id = team_id
         self._roots = [template.is_root for template in templates]
-        self._owners: list[bytes] = []
         self._middles: list[bytes] = []
         self._tails: list[bytes] = []
         self._dtypes: list[np.dtype[np.void]] = []
-        for template, stage_id in zip(templates, stage_ids, strict=True):
-            owners, middle, tail = spans_copy.template_parts(template, pipeline_id, stage_id)
-            self._owners.append(owners)
+        for template, stage_id, template_id in zip(templates, stage_ids, template_ids, strict=True):
+            middle, tail = spans_copy.template_parts(
+                template,
+                team_id=team_id,
+                pipeline_id=pipeline_id,
+                stage_id=stage_id,
+                template_id=template_id,
+            )
             self._middles.append(middle)
             self._tails.append(tail)
             # A root's parent is NULL (length -1, no bytes); a child's is the root's span id.
@@ -67,16 +72,17 @@ class TemplateEncoder:
             self._dtypes.append(
                 np.dtype(
                     [
-                        ("head", f"V{spans_copy.PREFIX_SIZE + len(owners)}"),
-                        ("trace_id", "u1", (16,)),
+                        ("prefix", f"V{spans_copy.PREFIX_SIZE}"),
+                        ("start_len", ">i4"),
+                        ("start", ">i8"),
+                        ("duration_len", ">i4"),
+                        ("duration", ">i8"),
                         ("span_id_len", ">i4"),
                         ("span_id", ">i8"),
                         ("parent_len", ">i4"),
                         *parent,
                         ("middle", f"V{len(middle)}"),
-                        ("start", ">i8"),
-                        ("duration_len", ">i4"),
-                        ("duration", ">i8"),
+                        ("trace_id", "u1", (16,)),
                         ("tail", f"V{len(tail)}"),
                     ]
                 )
@@ -85,7 +91,7 @@ class TemplateEncoder:
     def encode(self, rows: SpanRows, batch_id: int) -> list[bytes]:
         """The rows' part of a COPY stream (no header, no trailer), all in batch ``batch_id``:
         one block of bytes per template that has rows."""
-        row_prefix = spans_copy.prefix(self._team_id, batch_id)
+        row_prefix = spans_copy.prefix(batch_id)
         blocks = []
         end = 0
         for t, count in enumerate(rows.counts.tolist()):
@@ -94,11 +100,12 @@ class TemplateEncoder:
             start, end = end, end + count
             # Every constant field at once: one record, copied into each row.
             constant = np.zeros(1, self._dtypes[t])
-            constant["head"] = np.void(row_prefix + self._owners[t])
+            constant["prefix"] = np.void(row_prefix)
+            constant["start_len"] = 8
+            constant["duration_len"] = 8
             constant["span_id_len"] = 8
             constant["parent_len"] = -1 if self._roots[t] else 8
             constant["middle"] = np.void(self._middles[t])
-            constant["duration_len"] = 8
             constant["tail"] = np.void(self._tails[t])
             out = np.empty(count, self._dtypes[t])
             # As raw bytes: numpy copies structured records field by field.

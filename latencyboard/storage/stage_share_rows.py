@@ -25,7 +25,7 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 _SPAN_COLUMNS: Final = (
-    "trace_id, span_id, parent_span_id IS NOT NULL, coalesce(parent_span_id, 0), stage_id, "
+    "trace_id, span_id, parent_span_id IS NOT NULL, coalesce(parent_span_id, 0), stage_id::int8, "
     "start_time, duration_ns, is_root"
 )
 _HEADER_SIZE: Final = len(copy_format.HEADER)

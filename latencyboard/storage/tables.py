@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Final
 
 SPAN: Final = "spans_span"
+SPAN_VIEW: Final = "spans_spanview"  # each span whole, name and attributes merged (read-only)
+RESOURCE: Final = "spans_resource"
+SPAN_TEMPLATE: Final = "spans_spantemplate"
 INGEST_BATCH: Final = "spans_ingestbatch"
 PIPELINE: Final = "pipelines_pipeline"
 STAGE: Final = "pipelines_stage"

@@ -210,13 +210,9 @@ def test_protobuf_round_trip_keeps_every_field() -> None:
                 service_name="ranker",
                 environment="prod",
                 stage="tokenize",
-                attributes={
-                    "deployment.environment.name": "prod",
-                    "host.name": "gpu-7",
-                    "inference.stage": "tokenize",
-                    "batch.size": 32,
-                },
+                attributes={"inference.stage": "tokenize", "batch.size": 32},
                 dropped_attributes=2,
+                resource={"deployment.environment.name": "prod", "host.name": "gpu-7"},
             )
         ],
         rejected_spans=0,
@@ -430,7 +426,7 @@ def test_span_attributes_win_over_resource_attributes() -> None:
     span = only_span(decode_protobuf(request.SerializeToString(), now_ns=NOW))
 
     # Then the span's value wins, resource keys first, service.name left out
-    assert list(span.attributes.items()) == [
+    assert list(span.all_attributes.items()) == [
         ("host.name", "from-span"),
         ("region", "eu"),
         ("model", "bert"),
@@ -462,7 +458,7 @@ def test_cap_counts_resource_attributes_first() -> None:
     span = only_span(decode_protobuf(request.SerializeToString(), now_ns=NOW, limits=limits))
 
     # Then a clash overwrites without using room, and only "b" is dropped
-    assert span.attributes == {"region": "us", "zone": "eu-1", "a": 1}
+    assert span.all_attributes == {"region": "us", "zone": "eu-1", "a": 1}
     assert span.dropped_attributes == 1
 
 
@@ -480,7 +476,7 @@ def test_resource_beyond_the_cap_is_capped_and_counted() -> None:
     )
 
     # Then the first two resource attributes fill the cap; r3, r4 and x are dropped
-    assert span.attributes == {"r1": 1, "r2": 2}
+    assert span.all_attributes == {"r1": 1, "r2": 2}
     assert span.dropped_attributes == 2 + 2 + 1
 
 
@@ -523,7 +519,7 @@ def test_missing_service_name_is_unknown_service() -> None:
 
     # Then the OTel fallback name is used
     assert span.service_name == "unknown_service"
-    assert span.attributes == {"host.name": "gpu-7"}
+    assert span.all_attributes == {"host.name": "gpu-7"}
 
 
 @pytest.mark.parametrize(
@@ -581,7 +577,7 @@ def test_stage_ignores_a_resource_attribute() -> None:
 
     # Then the span has no stage: only its own attribute counts
     assert span.stage is None
-    assert span.attributes == {"inference.stage": "resource-level"}
+    assert span.all_attributes == {"inference.stage": "resource-level"}
 
 
 def test_stage_survives_the_cap() -> None:

@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from ingest.decoding import DecodedExport, DecodeError, decode_protobuf
 from ingest.otlp_json import decode_json
 from latencyboard.spans.models import Span
-from latencyboard.storage import spans_copy
+from latencyboard.storage import span_templates, spans_copy
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import post
 from tests.ingest.otlp_strategies import (
@@ -108,8 +108,10 @@ def _assert_storable(export: DecodedExport) -> None:
             text.encode()
         if span.stage is not None:
             span.stage.encode()
+        resource = span_templates.Resource.of(span.resource)
+        template = span_templates.Template.of(resource.id, span.name, span.attributes)
         spans_copy.encode_span(
-            1, 1, span.trace_id, span.span_id, span.parent_span_id, span.name, span.kind,
+            1, 1, 1, template.id, span.trace_id, span.span_id, span.parent_span_id, span.kind,
             span.status_code, span.status_message, span.start_ns, span.end_ns - span.start_ns,
             span.parent_span_id is None, span.attributes,
         )  # fmt: skip

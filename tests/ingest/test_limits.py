@@ -86,7 +86,7 @@ def test_resource_attributes_share_the_budget_and_the_stage_survives_the_caps():
 
     # then the stage attribute is dropped (151 + 43 of 200 bytes are used), but the stage
     # column keeps its value
-    assert (span.attributes, span.dropped_attributes, span.stage) == (
+    assert (span.all_attributes, span.dropped_attributes, span.stage) == (
         {"r": "r" * 150, "big": "z" * 40},
         1,
         "model_forward",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -13,6 +15,7 @@ from django.db import connection
 from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
+from latencyboard.storage import span_reads
 from tests.factories import make_team
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -125,3 +128,48 @@ def test_pipeline_and_stage_ids_are_committed_before_other_threads_can_use_them(
                 assert cursor.fetchone() == (1,)
     finally:
         writer.close()
+
+
+def test_a_span_reads_back_whole_from_its_template_resource_and_row():
+    # given a span whose resource is shared with another and whose attribute overrides one
+    team = make_team()
+    resource = {"service.instance.id": str(uuid.uuid4()), "host.name": "gpu-7", "region": "eu"}
+    span = _span("svc", "model_forward")._replace(
+        attributes={"inference.stage": "model_forward", "region": "us", "tags": ["a"]},
+        resource=resource,
+    )
+    sibling = _span("svc", "serialize")._replace(resource=resource)
+    writer = SpanWriter(conninfo(), max_connections=1)
+
+    # when it is written and read back as the waterfall reads spans
+    try:
+        writer.write(
+            team.id,
+            [span, sibling],
+            rejected=0,
+            protocol="test",
+            received_at=dt.datetime.now(dt.UTC),
+        )
+    finally:
+        writer.close()
+    [row] = [
+        row
+        for row in span_reads.trace_spans([team.id], uuid.UUID(bytes=span.trace_id), 10)
+        if row[2] == "model_forward"
+    ]
+
+    # then its name and whole attribute set come back, its own value winning, and the
+    # resource is stored once
+    assert json.loads(row[11]) == {
+        "service.instance.id": resource["service.instance.id"],
+        "host.name": "gpu-7",
+        "region": "us",
+        "inference.stage": "model_forward",
+        "tags": ["a"],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM spans_resource WHERE attributes ->> 'service.instance.id' = %s",
+            [resource["service.instance.id"]],
+        )
+        assert cursor.fetchone() == (1,)

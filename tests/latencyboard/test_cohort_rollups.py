@@ -1,7 +1,7 @@
 """Cohort rollups on real PostgreSQL: folded with the rollups, capped, compacted, expired.
 
 Spans are stored as live ingest stores them and every expectation is recomputed from the raw
-rows of ``spans_span``.
+rows (``spans_spanview``: each span whole, its template and resource merged).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def raw_cohorts(team: Team, unit: str) -> dict[Key, tuple[int, np.ndarray]]:
             SELECT a.key, s.attributes ->> a.key, CASE WHEN r.root THEN NULL ELSE s.stage_id END,
                    date_trunc(%(unit)s, s.start_time, 'UTC'),
                    count(*) FILTER (WHERE s.status_code = 2), array_agg(s.duration_ns)
-            FROM spans_span s
+            FROM spans_spanview s
             CROSS JOIN unnest(ARRAY['model.version', 'service.version']) AS a(key)
             CROSS JOIN (VALUES (false), (true)) AS r(root)
             WHERE s.team_id = %(team)s AND s.attributes ? a.key AND (s.is_root OR NOT r.root)

@@ -46,32 +46,33 @@ def test_template_rows_are_the_bytes_of_per_span_rows(template):
     # given one span of a template, with a negative span id (the high bit set)
     span_id, parent = -0x0123_4567_89AB_CDEF, 0x1122_3344_5566_7788
     encoder = spans_copy_columns.TemplateEncoder(
-        [template], team_id=7, pipeline_id=11, stage_ids=[13]
+        [template], team_id=7, pipeline_id=11, stage_ids=[13], template_ids=[-17]
     )
 
-    # when both encoders write it in batch 42
+    # when both encoders write it in batch 42, its attributes all in its template
     [block] = encoder.encode(_rows(1, span_id, parent), batch_id=42)
     row = spans_copy.encode_span(
+        7,
         11,
         13,
+        -17,
         TRACE,
         span_id.to_bytes(8, "big", signed=True),
         None if template.is_root else parent.to_bytes(8, "big", signed=True),
-        template.name,
         template.kind,
         template.status_code,
         template.status_message,
         START_US * 1000 + 999,  # nanoseconds below the microsecond are dropped
         12_345_678,
         template.is_root,
-        template.attributes,
+        {},
     )
 
     # then the bytes are the same
-    assert block == spans_copy.prefix(7, 42) + row
+    assert block == spans_copy.prefix(42) + row
 
 
 def test_an_empty_stream_is_header_and_trailer():
-    assert spans_copy.stream(spans_copy.prefix(1, 1), []) == (
+    assert spans_copy.stream(spans_copy.prefix(1), []) == (
         b"PGCOPY\n\xff\r\n\x00" + bytes(8) + b"\xff\xff"
     )
