@@ -17,9 +17,11 @@ from latencyboard.storage.tables import (
     MEMBERSHIP,
     OBJECTIVE,
     PIPELINE,
+    RESOURCE,
     ROLLUP,
     SLA_MINUTE,
     SPAN,
+    SPAN_TEMPLATE,
     STAGE,
     STAGE_SHARE,
     STAGE_SHARE_WATERMARK,
@@ -59,9 +61,12 @@ DISTRIBUTED: Final[dict[str, Distributed]] = {
     SLA_MINUTE: Distributed("objective_id", rekey=_BY_OBJECTIVE),
 }
 
-REFERENCE: Final = frozenset({TEAM, MEMBERSHIP, PIPELINE, STAGE, OBJECTIVE})
+REFERENCE: Final = frozenset(
+    {TEAM, MEMBERSHIP, PIPELINE, STAGE, OBJECTIVE, RESOURCE, SPAN_TEMPLATE}
+)
 """Small tables copied to every node: what distributed tables refer to, and what their
-reads join (the access rule's teams and memberships, pipelines and stages). Every other
+reads join (the access rule's teams and memberships, pipelines and stages; the resources and
+span templates every span row points at, so a span read joins them on its own shard). Every other
 table stays on the coordinator (a Citus local table)."""
 
 

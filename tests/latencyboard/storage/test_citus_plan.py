@@ -94,11 +94,12 @@ def constraint_columns(table: str, name: str) -> tuple[str, ...]:
 
 
 def storage_sql() -> Iterator[tuple[str, str]]:
-    """``(module, statement)`` for every string constant of the storage modules."""
+    """``(module, statement)`` for every string constant of the storage modules (not their
+    docstrings, which may speak of ``ON CONFLICT``)."""
     for info in pkgutil.iter_modules([str(STORAGE)]):
         module = importlib.import_module(f"latencyboard.storage.{info.name}")
-        for value in vars(module).values():
-            if isinstance(value, str):
+        for name, value in vars(module).items():
+            if isinstance(value, str) and not name.startswith("__"):
                 yield info.name, value
 
 
