@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 
 from latencyboard.local.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
@@ -28,6 +29,17 @@ class Services:
     def test_database_url(self, name: str) -> str:
         parts = urlsplit(self.database_url)
         return parts._replace(path=f"/{name}").geturl()
+
+
+def _skip_crash_safety(database_url: str) -> None:
+    """The suite's own throwaway server need not survive an operating-system crash, so it
+    skips flushing to disk on every commit (most of the suite's time is commits and the
+    truncations between transactional tests). What a query or a committed transaction shows
+    to other connections is unchanged: these settings only decide when WAL reaches the disk."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +56,7 @@ def services() -> Iterator[Services]:
             postgres.start()
             started.append(postgres)
             database_url = postgres.url
+            _skip_crash_safety(database_url)
         if not redis_url:
             redis = EmbeddedRedis(data / "redis", free_port(), log_path=data / "redis.log")
             redis.start()

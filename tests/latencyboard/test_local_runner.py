@@ -166,7 +166,7 @@ def test_run_command_serves_login_stores_history_and_demo_spans_and_stops_cleanl
     deadline = time.monotonic() + 60
     counts = [runner.span_count()]
     while time.monotonic() < deadline and not (len(counts) > 2 and counts[-1] > counts[-2]):
-        time.sleep(3)
+        time.sleep(0.5)
         counts.append(runner.span_count())
     assert counts[-1] > counts[-2] > 0, counts
 
@@ -229,7 +229,7 @@ def test_a_killed_redis_is_restarted_and_new_spans_are_rolled_up_again(start_run
     pending = "SELECT count(*) FROM spans_ingestbatch WHERE rolled_up_at IS NULL"
     deadline = time.monotonic() + 90
     while runner.count(pending) and time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(0.2)
     assert runner.count(pending) == 0
     assert runner.count("SELECT count(*) FROM rollups_rollup") > 0
 
