@@ -38,11 +38,11 @@ THIN_AT = dt.datetime(2026, 3, 13, 0, 30, tzinfo=dt.UTC)  # two days after the d
 PERCENT = 5
 
 
-def _backfill(team: Team) -> None:
+def backfill_day(team: Team) -> None:
     backfill_demo(team, days=1, start=START, end=END, now=START, requests_per_s=0.4, seed=7)
 
 
-def _fold_everything() -> None:
+def fold_everything() -> None:
     rollup_services.fold_until_idle(lambda: FOLDED, seconds=120)
     compaction.compact_rollups(FOLDED)
     stage_share_services.compute_stage_shares(FOLDED, seconds=120)
@@ -52,13 +52,13 @@ def _fold_everything() -> None:
 def folded_day(settings) -> Team:
     settings.RETENTION_DAYS = 4000
     team = make_team()
-    _backfill(team)
+    backfill_day(team)
     pipeline = Pipeline.objects.get(team=team, service_name="fraud-scorer")
     admin = make_user(team, role=Role.ADMIN)
     sla_services.create_objective(
         team, pipeline, None, "fast", 60, Decimal("99"), "rolling_28d", admin
     )
-    _fold_everything()
+    fold_everything()
     return team
 
 
@@ -180,7 +180,7 @@ def test_a_day_with_unfolded_spans_is_not_thinned(settings):
     # given a day of traffic no fold has read
     settings.RETENTION_DAYS = 4000
     team = make_team()
-    _backfill(team)
+    backfill_day(team)
     spans = Span.objects.filter(team=team).count()
 
     # when the command is asked to thin it, then it refuses and every span stays
