@@ -16,6 +16,7 @@ from latencyboard.compare.queries import Side, compare
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.retention import sampling, services
 from latencyboard.retention.models import ThinnedDay
+from latencyboard.retention.queries import SampledPeriod, sampled_periods
 from latencyboard.rollups import compaction, rebuild, stage_share_services
 from latencyboard.rollups import services as rollup_services
 from latencyboard.rollups.models import CohortRollup, Rollup, StageShare
@@ -252,3 +253,70 @@ def test_due_days_are_past_the_hot_period_and_not_thinned():
 
     # then they are those that ended two days ago or more, not thinned yet
     assert due == [dt.date(2026, 3, 8), dt.date(2026, 3, 10)]
+
+
+def test_trace_search_over_a_sampled_day_says_so(folded_day, client):
+    # given a thinned day and a member of the team
+    services.thin_day(DAY, THIN_AT, PERCENT)
+    pipeline = Pipeline.objects.get(team=folded_day, service_name="fraud-scorer")
+    client.force_login(make_user(folded_day))
+
+    # when they search its traces, and those of a day not thinned
+    sampled = client.get(
+        "/traces/",
+        {"pipeline": pipeline.pk, "start": "2026-03-10T10:00:00", "end": "2026-03-10T11:00:00"},
+    )
+    whole = client.get(
+        "/traces/",
+        {"pipeline": pipeline.pk, "start": "2026-03-11T10:00:00", "end": "2026-03-11T11:00:00"},
+    )
+
+    # then only the search over the thinned day says it is sampled, and at what rate
+    assert sampled.status_code == whole.status_code == 200
+    assert "Raw spans of 2026-03-10 are sampled at 5%" in sampled.text
+    assert "A search over it finds only the kept traces." in sampled.text
+    assert 'id="sampled-note"' not in whole.text
+
+
+def test_pipeline_page_names_the_sampled_days_and_rate(folded_day, client):
+    # given a thinned day
+    services.thin_day(DAY, THIN_AT, PERCENT)
+    pipeline = Pipeline.objects.get(team=folded_day, service_name="fraud-scorer")
+    client.force_login(make_user(folded_day))
+
+    # when a member opens the pipeline page
+    page = client.get(f"/pipelines/{pipeline.pk}/")
+
+    # then it says which days are sampled, at what rate, and that figures count every span
+    assert page.status_code == 200
+    assert "Raw spans of 2026-03-10 are sampled at 5%" in page.text
+    assert "still count every span" in page.text
+
+
+def test_sampled_periods_join_consecutive_days_of_one_rate():
+    # given days thinned at 5% on the 10th and 11th, and at 2% on the 12th
+    for day, percent in ((10, 5), (11, 5), (12, 2)):
+        ThinnedDay.objects.create(
+            day=dt.date(2026, 3, day),
+            thinned_at=THIN_AT,
+            sample_percent=percent,
+            spans_before=0,
+            spans_after=0,
+            traces_before=0,
+            error_traces=0,
+            slow_traces=0,
+            sampled_traces=0,
+        )
+
+    # when the sampled periods of windows are read
+    everything = sampled_periods()
+    to_midnight = sampled_periods(
+        dt.datetime(2026, 3, 9, tzinfo=dt.UTC), dt.datetime(2026, 3, 11, tzinfo=dt.UTC)
+    )
+
+    # then consecutive days of a rate are one period, and a window's end is exclusive
+    assert everything == [
+        SampledPeriod(dt.date(2026, 3, 10), dt.date(2026, 3, 11), 5),
+        SampledPeriod(dt.date(2026, 3, 12), dt.date(2026, 3, 12), 2),
+    ]
+    assert to_midnight == [SampledPeriod(dt.date(2026, 3, 10), dt.date(2026, 3, 10), 5)]
