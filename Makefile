@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector clean
+.PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-retention clean
 
 # The virtualenv is (re)built whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -37,6 +37,10 @@ bench-soak: $(VENV)/.installed
 # The regression detector's false-alarm, detection and mix-shift figures (~5-10 min).
 bench-detector: $(VENV)/.installed
 	$(PY) benchmarks/bench_detector.py $(ARGS)
+
+# Disk with tiered retention against keeping every span, over 30 simulated demo days.
+bench-retention: $(VENV)/.installed
+	$(PY) benchmarks/bench_retention.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) var/log var/test
