@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import os
 import sys
 import time
@@ -58,6 +59,10 @@ def _sizes() -> dict[str, int]:
         return dict(cursor.fetchall())
 
 
+def _at(moment: dt.datetime) -> dt.datetime:
+    return moment
+
+
 def _simulate(team_name: str, days: int, requests_per_s: float, seed: int) -> dict[str, Any]:
     from ingest.backfill import backfill_demo
     from latencyboard.retention.models import ThinnedDay
@@ -79,7 +84,7 @@ def _simulate(team_name: str, days: int, requests_per_s: float, seed: int) -> di
             team, days=1, end=day + dt.timedelta(days=1), now=now,
             requests_per_s=requests_per_s, seed=seed + number,
         )  # fmt: skip
-        fold_until_idle(lambda now=now: now, seconds=3600)
+        fold_until_idle(functools.partial(_at, now), seconds=3600)
         compaction.compact_rollups(now)
         stage_share_services.compute_stage_shares(now, seconds=3600)
         whole.update({k: v for k, v in _sizes().items() if k.startswith("spans_span_p")})
@@ -92,14 +97,12 @@ def _simulate(team_name: str, days: int, requests_per_s: float, seed: int) -> di
     sizes = _sizes()
     spans_now = {k: v for k, v in sizes.items() if k.startswith("spans_span_p")}
     derived = {k: v for k, v in sizes.items() if k not in spans_now}
-    days_rows = list(ThinnedDay.objects.values())
-    kept = {
-        key: sum(row[key] for row in days_rows)
-        for key in (
-            "spans_before", "spans_after", "traces_before", "error_traces", "slow_traces",
-            "sampled_traces",
-        )
-    }  # fmt: skip
+    counted = (
+        "spans_before", "spans_after", "traces_before", "error_traces", "slow_traces",
+        "sampled_traces",
+    )  # fmt: skip
+    days_rows = list(ThinnedDay.objects.values_list(*counted))
+    kept = {key: sum(row[i] for row in days_rows) for i, key in enumerate(counted)}
     partition_days = [DayPartition.from_name(name) for name in spans_now]
     return {
         "seconds": time.perf_counter() - started,

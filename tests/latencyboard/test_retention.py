@@ -7,8 +7,10 @@ import datetime as dt
 import io
 import pickle
 from decimal import Decimal
+from typing import cast
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
 from ingest.backfill import backfill_demo
@@ -55,7 +57,7 @@ def folded_day(settings) -> Team:
     team = make_team()
     backfill_day(team)
     pipeline = Pipeline.objects.get(team=team, service_name="fraud-scorer")
-    admin = make_user(team, role=Role.ADMIN)
+    admin = cast(User, make_user(team, role=Role.ADMIN))
     sla_services.create_objective(
         team, pipeline, None, "fast", 60, Decimal("99"), "rolling_28d", admin
     )
@@ -95,7 +97,7 @@ def _slow_traces(team: Team) -> set[str]:
 def _derived(team: Team) -> bytes:
     """Every figure a user reads from the day: percentiles, SLA attainment, compare, and the
     rows behind them, pickled (the figures hold numpy arrays, NaN where a bucket is empty)."""
-    user = make_user(team)
+    user = cast(User, make_user(team))
     pipeline = Pipeline.objects.get(team=team, service_name="fraud-scorer")
     objective = Objective.objects.get(team=team)
     day_start = dt.datetime.combine(DAY, dt.time(), tzinfo=dt.UTC)
@@ -216,7 +218,7 @@ def test_a_new_objective_counts_no_thinned_day(folded_day):
     # given a thinned day
     services.thin_day(DAY, THIN_AT, PERCENT)
     pipeline = Pipeline.objects.get(team=folded_day, service_name="fraud-scorer")
-    admin = make_user(folded_day, role=Role.ADMIN)
+    admin = cast(User, make_user(folded_day, role=Role.ADMIN))
 
     # when an objective is created afterwards
     objective = sla_services.create_objective(
