@@ -87,11 +87,18 @@ def _simulate(team_name: str, days: int, requests_per_s: float, seed: int) -> di
         fold_until_idle(functools.partial(_at, now), seconds=3600)
         compaction.compact_rollups(now)
         stage_share_services.compute_stage_shares(now, seconds=3600)
-        whole.update({k: v for k, v in _sizes().items() if k.startswith("spans_span_p")})
+        # A partition's size before it is thinned, the largest it has been.
+        for name, size in _sizes().items():
+            if name.startswith("spans_span_p"):
+                whole[name] = max(whole.get(name, 0), size)
         thinned = thin_due(now)
+        sizes = _sizes()
+        kept = sum(v for k, v in sizes.items() if k.startswith("spans_span_p"))
         print(
-            f"bench: day {number + 1}/{days} ({day:%Y-%m-%d}) done, "
-            f"{len(thinned)} thinned, {time.perf_counter() - started:.0f} s",
+            f"bench: day {number + 1}/{days} ({day:%Y-%m-%d}) done, {len(thinned)} thinned, "
+            f"spans {sum(whole.values()) / MIB:,.1f} MiB whole, {kept / MIB:,.1f} MiB kept, "
+            f"all tables {sum(sizes.values()) / MIB:,.1f} MiB, "
+            f"{time.perf_counter() - started:.0f} s",
             file=sys.stderr,
         )
     sizes = _sizes()
