@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-capacity clean
+.PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-capacity bench-retention clean
 
 # The virtualenv is (re)built whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -41,6 +41,10 @@ bench-detector: $(VENV)/.installed
 # Per-span CPU, disk and WAL in one run, and the hosts and disk they give (docs/capacity.md).
 bench-capacity: $(VENV)/.installed
 	$(PY) benchmarks/bench_capacity.py $(ARGS)
+
+# Disk with tiered retention against keeping every span, over 30 simulated demo days.
+bench-retention: $(VENV)/.installed
+	$(PY) benchmarks/bench_retention.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) var/log var/test

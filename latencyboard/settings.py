@@ -104,6 +104,7 @@ INSTALLED_APPS = [
     "latencyboard.local",
     "latencyboard.apitokens",
     "latencyboard.alerts",
+    "latencyboard.retention",
     "ingest",
     "audits",
 ]
@@ -301,6 +302,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
         "options": {"expires": 3000},
     },
+    "retention.thin-spans": {
+        "task": "retention.thin_spans",
+        "schedule": 3600.0,
+        "options": {"expires": 3000},
+    },
     "rollups.fold": {"task": "rollups.fold", "schedule": 5.0, "options": {"expires": 4}},
     "rollups.compact": {"task": "rollups.compact", "schedule": 300.0, "options": {"expires": 240}},
     "rollups.stage-shares": {
@@ -336,9 +342,21 @@ ALERT_DELIVERY_TIMEOUT_SECONDS = env_int("ALERT_DELIVERY_TIMEOUT_SECONDS", 10, m
 PUBLIC_URL = env_str("PUBLIC_URL", "http://localhost:8000")
 
 RETENTION_DAYS = env_int("RETENTION_DAYS", 30, minimum=1)
+# Raw spans are kept whole for SPAN_HOT_DAYS; an older day keeps only its traces with an error,
+# those slower than their minute's p99, and SPAN_SAMPLE_PERCENT of the rest. The p99 comes from
+# the minute rollups, so they must outlive the hot period (see ROLLUP_MINUTE_DAYS).
+SPAN_HOT_DAYS = env_int("SPAN_HOT_DAYS", 2, minimum=1)
+SPAN_SAMPLE_PERCENT = env_int("SPAN_SAMPLE_PERCENT", 5, minimum=0, maximum=100)
 PARTITIONS_AHEAD_DAYS = env_int("PARTITIONS_AHEAD_DAYS", 3, minimum=1, maximum=60)
 # Rollup rows kept per resolution: minutes are compacted into hours, hours into days first.
-ROLLUP_MINUTE_DAYS = env_int("ROLLUP_MINUTE_DAYS", 2, minimum=1)
+ROLLUP_MINUTE_DAYS = env_int("ROLLUP_MINUTE_DAYS", 4, minimum=1)
+# A day is thinned SPAN_HOT_DAYS after its end, when its first minute is a day older still:
+# its minute rollups must last that long, plus a day for the thinner to get to it.
+if SPAN_HOT_DAYS + 2 > ROLLUP_MINUTE_DAYS:
+    raise ImproperlyConfigured(
+        f"ROLLUP_MINUTE_DAYS={ROLLUP_MINUTE_DAYS} must be at least SPAN_HOT_DAYS + 2 "
+        f"({SPAN_HOT_DAYS + 2}): thinning a day reads the p99 of its minutes"
+    )
 ROLLUP_HOUR_DAYS = env_int("ROLLUP_HOUR_DAYS", 90, minimum=1)
 ROLLUP_DAY_DAYS = env_int("ROLLUP_DAY_DAYS", 400, minimum=1)
 # Values of one cohort attribute (model.version…) kept apart per pipeline and UTC day; spans

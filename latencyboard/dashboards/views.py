@@ -14,6 +14,7 @@ from latencyboard.dashboards.bottleneck_queries import bottlenecks
 from latencyboard.dashboards.overview_queries import WINDOWS as OVERVIEW_WINDOWS
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline
+from latencyboard.retention import queries as retention_queries
 from latencyboard.rollups.serializers import quantile_key
 
 # Window choices of the page: (label, seconds, step seconds); the step keeps every chart
@@ -77,6 +78,7 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
             "config": config,
             "windows": WINDOWS,
             "retention_days": settings.RETENTION_DAYS,
+            "sampled": retention_queries.sampled_periods(),
             "bottleneck": bottleneck,
             "bottleneck_window": day.label,
         },

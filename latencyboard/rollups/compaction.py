@@ -23,7 +23,7 @@ from latencyboard.rollups import cohort_services, folding
 from latencyboard.rollups.folding import Fold
 from latencyboard.rollups.windows import floor_to
 from latencyboard.sketches.sketch import to_bytes_many
-from latencyboard.storage import fold_lock, fold_spans, rollup_rows
+from latencyboard.storage import fold_lock, fold_spans, rollup_rows, thinning
 from latencyboard.storage.rollup_rows import Key
 
 logger = logging.getLogger(__name__)
@@ -198,8 +198,25 @@ def _from_spans(
     width = int(level.width.total_seconds())
     recomputed = []
     by_bucket = sorted(doubtful, key=_pipeline_and_bucket)
+    thinned: set[dt.date] = set()
+    if by_bucket:
+        first, last = min(k[2] for k, _ in by_bucket), max(k[2] for k, _ in by_bucket)
+        thinned = set(
+            thinning.thinned_days(
+                cursor,
+                dt.datetime.fromtimestamp(first, dt.UTC).date(),
+                dt.datetime.fromtimestamp(last, dt.UTC).date() + DAY,
+            )
+        )
     for (pipeline_id, bucket), group in itertools.groupby(by_bucket, key=_pipeline_and_bucket):
         start = dt.datetime.fromtimestamp(bucket, dt.UTC)
+        if start.date() in thinned:
+            # A thinned day's spans are a sample: the row folded from all of them stays.
+            logger.warning(
+                "rollup.thinned_day_kept",
+                extra={"pipeline": pipeline_id, "bucket": start.isoformat()},
+            )
+            continue
         minute_folds: list[Fold] = []
         for hour in steps(start, start + level.width, HOUR):
             records = fold_spans.folded_spans(cursor, [pipeline_id], hour, hour + HOUR)

@@ -27,11 +27,13 @@ from latencyboard.rollups.compaction import (
 from latencyboard.rollups.services import of_existing_stages
 from latencyboard.rollups.windows import ceil_to, floor_to
 from latencyboard.sla import counters
-from latencyboard.storage import fold_lock, fold_spans, rollup_rows
+from latencyboard.storage import fold_lock, fold_spans, rollup_rows, thinning
 from latencyboard.storage import sla_minutes as storage_sla_minutes
 from latencyboard.teams.models import Team
 
 logger = logging.getLogger(__name__)
+
+SECOND = dt.timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +57,8 @@ def rebuild_rollups(
     The range is widened to whole hours. Minute rows and SLA minutes of the range are
     replaced, then the range's complete hours and days are recomputed from them. Spans of
     batches not rolled up yet are left to the folds that will claim them. Runs in one
-    transaction that folds wait for. Raises ValueError for an empty range or one reaching
-    back past ``RETENTION_DAYS``, whose raw spans are gone.
+    transaction that folds wait for. Raises ValueError for an empty range, one reaching
+    back past ``RETENTION_DAYS``, whose raw spans are gone, or one touching a thinned day.
     """
     start, end = floor_to(start, HOUR), ceil_to(end, HOUR)
     kept_from = now - dt.timedelta(days=settings.RETENTION_DAYS)
@@ -73,6 +75,12 @@ def rebuild_rollups(
     with transaction.atomic():
         cursor = psycopg_cursor()
         fold_lock.take_exclusive(cursor)
+        thinned = thinning.thinned_days(cursor, start.date(), (end - SECOND).date() + DAY)
+        if thinned:
+            raise ValueError(
+                f"Raw spans of {', '.join(map(str, thinned))} are thinned: their rollups and "
+                "SLA counters were folded from every span and cannot be rebuilt."
+            )
         teams = {pipeline_id: team.pk for pipeline_id in pipelines}
         rollup_rows.delete_range(
             cursor, pipelines, start=start, end=end, days_start=days_start, days_end=days_end

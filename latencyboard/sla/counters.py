@@ -9,6 +9,7 @@ All of it runs under the fold lock, in the caller's transaction.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -18,9 +19,11 @@ from latencyboard.rollups import folding
 from latencyboard.rollups.compaction import steps
 from latencyboard.rollups.folding import SpanColumns
 from latencyboard.sla.counting import ObjectiveSpec, count_minutes
-from latencyboard.storage import fold_spans, sla_minutes
+from latencyboard.storage import fold_spans, sla_minutes, thinning
 
 _BACKFILL_STEP: Final = dt.timedelta(hours=1)
+_DAY: Final = dt.timedelta(days=1)
+logger = logging.getLogger(__name__)
 
 
 def add_spans(
@@ -55,14 +58,26 @@ def backfill(
     cursor: psycopg.Cursor[Any], objective: ObjectiveSpec, since: dt.datetime | None = None
 ) -> int:
     """Count every retained span (from ``since`` on, if given) of batches already folded for
-    a new ``objective``; returns the minutes written. Folds count the other batches
-    themselves, after this transaction, as they read the objectives under the fold lock."""
+    a new ``objective``, but for thinned days; returns the minutes written. Folds count the
+    other batches themselves, after this transaction, as they read the objectives under the
+    fold lock."""
     extent = fold_spans.span_extent(cursor, objective.pipeline_id)
     if extent is None:
         return 0
     first, end = extent
+    first = first if since is None else max(first, since)
+    # A thinned day keeps a sample of its spans: counting them would understate every
+    # minute, so its counters stay unwritten for this objective.
+    thinned = set(thinning.thinned_days(cursor, first.date(), end.date() + _DAY))
+    if thinned:
+        logger.warning(
+            "sla.backfill_skipped_thinned",
+            extra={"objective": objective.objective_id, "days": sorted(map(str, thinned))},
+        )
     minutes = 0
-    for start in steps(first if since is None else max(first, since), end, _BACKFILL_STEP):
+    for start in steps(first, end, _BACKFILL_STEP):
+        if start.date() in thinned:
+            continue
         records = fold_spans.folded_stage_spans(
             cursor, objective.pipeline_id, objective.stage_id, start, start + _BACKFILL_STEP
         )

@@ -19,6 +19,7 @@ STAGE_SHARE: Final = "rollups_stageshare"
 STAGE_SHARE_WATERMARK: Final = "rollups_stagesharewatermark"
 OBJECTIVE: Final = "sla_objective"
 SLA_MINUTE: Final = "sla_slaminute"
+THINNED_DAY: Final = "retention_thinnedday"
 INGEST_TOKEN: Final = "teams_ingesttoken"  # noqa: S105 (a table name)
 TEAM: Final = "teams_team"
 MEMBERSHIP: Final = "teams_membership"

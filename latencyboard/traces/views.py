@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.retention.queries import sampled_periods
 from latencyboard.rollups.serializers import quantile_key
 from latencyboard.traces import exemplar_queries, queries, waterfall_queries
 from latencyboard.traces.serializers import (
@@ -54,10 +55,13 @@ def trace_search(request: HttpRequest) -> HttpResponse:
                 context["exemplars"] = exemplars
                 context["percentile"] = quantile_key(exemplars.quantile)
                 context["period"] = _period(exemplars.width)
+                context["sampled"] = sampled_periods(exemplars.minute, exemplars.minute_end)
             else:
-                context["search"] = queries.search_traces(
+                search = queries.search_traces(
                     request.user, queries.TraceFilters(**query.validated_data)
                 )
+                context["search"] = search
+                context["sampled"] = sampled_periods(search.filters.start, search.filters.end)
         except (Pipeline.DoesNotExist, Stage.DoesNotExist):
             raise Http404("No such pipeline or stage in your teams.") from None
         except queries.InvalidTraceQuery as exc:

@@ -14,12 +14,16 @@ from django.utils import timezone
 from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
+from latencyboard.retention import tasks as retention_tasks
+from latencyboard.retention.models import ThinnedDay
 from latencyboard.rollups.models import Resolution, Rollup, StageShare
 from latencyboard.rollups.services import fold_pending_batches
 from latencyboard.rollups.tasks import compact, stage_shares
 from latencyboard.spans import partitions, tasks
+from latencyboard.spans.models import Span
 from latencyboard.spans.services import existing_partitions
 from tests.factories import make_team
+from tests.latencyboard import test_retention
 from tests.support import PYTHON, RunningProcess, start_process, stop_process
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
@@ -139,3 +143,21 @@ def test_compaction_and_stage_share_tasks_run_in_the_worker(worker: RunningProce
 
     assert _wait_for(lambda: hour_row_count() == 3), worker.log()
     assert _wait_for(lambda: StageShare.objects.filter(team=team).exists()), worker.log()
+
+
+def test_thinning_task_runs_in_the_worker(worker: RunningProcess, settings):
+    # given a folded day of demo traffic long past the hot period
+    settings.RETENTION_DAYS = 4000
+    team = make_team()
+    test_retention.backfill_day(team)
+    test_retention.fold_everything()
+    spans = Span.objects.filter(team=team).count()
+
+    # when the thinning task goes through the broker
+    retention_tasks.thin_spans.delay()
+
+    # then the worker thins the day and records it
+    assert _wait_for(
+        lambda: ThinnedDay.objects.filter(day=test_retention.DAY).exists(), timeout=120
+    ), worker.log()
+    assert 0 < Span.objects.filter(team=team).count() < spans / 5

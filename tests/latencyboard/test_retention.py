@@ -1,0 +1,324 @@
+"""Tiered retention on real PostgreSQL: thinning a folded day of demo traffic to its error
+traces, its slow traces and a sample, with every derived figure unchanged."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import pickle
+from decimal import Decimal
+from typing import cast
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+
+from ingest.backfill import backfill_demo
+from latencyboard.compare.queries import Side, compare
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.retention import sampling, services
+from latencyboard.retention.models import ThinnedDay
+from latencyboard.retention.queries import SampledPeriod, sampled_periods
+from latencyboard.rollups import compaction, rebuild, stage_share_services
+from latencyboard.rollups import services as rollup_services
+from latencyboard.rollups.models import CohortRollup, Rollup, StageShare
+from latencyboard.rollups.queries import percentile_series
+from latencyboard.sketches.sketch import Sketch
+from latencyboard.sla import queries as sla_queries
+from latencyboard.sla import services as sla_services
+from latencyboard.sla.models import Objective, SlaMinute
+from latencyboard.spans.models import Span
+from latencyboard.teams.models import Role, Team
+from tests.factories import make_team, make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DAY = dt.date(2026, 3, 10)
+START = dt.datetime(2026, 3, 10, 10, tzinfo=dt.UTC)
+END = START + dt.timedelta(hours=2)
+FOLDED = dt.datetime(2026, 3, 11, 1, 10, tzinfo=dt.UTC)  # shares are written past 01:00
+THIN_AT = dt.datetime(2026, 3, 13, 0, 30, tzinfo=dt.UTC)  # two days after the day ended
+PERCENT = 5
+
+
+def backfill_day(team: Team) -> None:
+    backfill_demo(team, days=1, start=START, end=END, now=START, requests_per_s=0.4, seed=7)
+
+
+def fold_everything() -> None:
+    rollup_services.fold_until_idle(lambda: FOLDED, seconds=120)
+    compaction.compact_rollups(FOLDED)
+    stage_share_services.compute_stage_shares(FOLDED, seconds=120)
+
+
+@pytest.fixture
+def folded_day(settings) -> Team:
+    settings.RETENTION_DAYS = 4000
+    team = make_team()
+    backfill_day(team)
+    pipeline = Pipeline.objects.get(team=team, service_name="fraud-scorer")
+    admin = cast(User, make_user(team, role=Role.ADMIN))
+    sla_services.create_objective(
+        team, pipeline, None, "fast", 60, Decimal("99"), "rolling_28d", admin
+    )
+    fold_everything()
+    return team
+
+
+def _spans_by_trace(team: Team) -> dict[str, set[tuple[int, int]]]:
+    traces: dict[str, set[tuple[int, int]]] = {}
+    for trace_id, span_id, duration in Span.objects.filter(team=team).values_list(
+        "trace_id", "span_id", "duration_ns"
+    ):
+        traces.setdefault(str(trace_id), set()).add((span_id, duration))
+    return traces
+
+
+def _error_traces(team: Team) -> set[str]:
+    failed = Span.objects.filter(team=team, status_code=2)
+    return {str(trace_id) for trace_id in failed.values_list("trace_id", flat=True)}
+
+
+def _slow_traces(team: Team) -> set[str]:
+    """Traces with a root span slower than the p99 of its pipeline's end-to-end minute."""
+    p99 = {
+        (row.pipeline_id, row.bucket_start): Sketch.from_bytes(row.sketch).quantile(0.99)
+        for row in Rollup.objects.filter(team=team, resolution="minute", stage=None)
+    }
+    slow = set()
+    for trace_id, pipeline_id, start, duration in Span.objects.filter(
+        team=team, is_root=True
+    ).values_list("trace_id", "pipeline_id", "start_time", "duration_ns"):
+        if duration / 1e6 > p99[(pipeline_id, start.replace(second=0, microsecond=0))]:
+            slow.add(str(trace_id))
+    return slow
+
+
+def _derived(team: Team) -> bytes:
+    """Every figure a user reads from the day: percentiles, SLA attainment, compare, and the
+    rows behind them, pickled (the figures hold numpy arrays, NaN where a bucket is empty)."""
+    user = cast(User, make_user(team))
+    pipeline = Pipeline.objects.get(team=team, service_name="fraud-scorer")
+    objective = Objective.objects.get(team=team)
+    day_start = dt.datetime.combine(DAY, dt.time(), tzinfo=dt.UTC)
+    return pickle.dumps(
+        {
+            "percentiles": percentile_series(
+                user,
+                pipeline.pk,
+                None,
+                day_start,
+                day_start + dt.timedelta(days=1),
+                dt.timedelta(hours=1),
+            ),
+            "attainment": sla_queries.attainment(
+                objective, START, END, dt.timedelta(minutes=10), THIN_AT
+            ),
+            "compare": compare(
+                user,
+                pipeline.pk,
+                Side(START, START + dt.timedelta(hours=1)),
+                Side(START + dt.timedelta(hours=1), END),
+            ),
+            "rollups": sorted(Rollup.objects.filter(team=team).values_list()),
+            "cohorts": sorted(CohortRollup.objects.filter(team=team).values_list()),
+            "sla": sorted(SlaMinute.objects.values_list()),
+            "shares": sorted(StageShare.objects.filter(team=team).values_list()),
+        }
+    )
+
+
+def test_thinning_keeps_every_error_and_slow_trace_whole_and_a_sample_of_the_rest(folded_day):
+    # given a folded day of demo traffic
+    team = folded_day
+    before = _spans_by_trace(team)
+    errors, slow = _error_traces(team), _slow_traces(team)
+    derived = _derived(team)
+    assert errors
+    assert slow
+
+    # when the day is thinned two days after it ended
+    result = services.thin_day(DAY, THIN_AT, PERCENT)
+
+    # then every error trace and every slow trace is still there, with all its spans
+    after = _spans_by_trace(team)
+    assert result is not None
+    for trace_id in errors | slow:
+        assert after[trace_id] == before[trace_id]
+    # and every kept trace is whole, and the rest are the ones the sample picks
+    for trace_id, spans in after.items():
+        assert spans == before[trace_id]
+    rest = set(before) - errors - slow
+    kept_rest = set(after) - errors - slow
+    share = len(kept_rest) / len(rest)
+    assert 0.035 < share < 0.065
+    assert result.selection.errors == len(errors)
+    assert result.selection.errors + result.selection.slow == len(errors | slow)
+    assert result.selection.sampled == len(kept_rest)
+    assert result.spans_after == sum(len(spans) for spans in after.values())
+    # and percentiles, SLA attainment, compare and the rows behind them are identical
+    assert _derived(team) == derived
+    assert ThinnedDay.objects.get(day=DAY).sample_percent == PERCENT
+
+
+def test_thinning_twice_changes_nothing_the_second_time(folded_day):
+    # given a thinned day
+    team = folded_day
+    services.thin_day(DAY, THIN_AT, PERCENT)
+    thinned = _spans_by_trace(team)
+
+    # when it is thinned again, by the task's sweep and by the command
+    swept = services.thin_due(THIN_AT)
+    out = io.StringIO()
+    call_command("thin_spans", "--day", DAY.isoformat(), stdout=out)
+
+    # then nothing more is dropped and one row records the day
+    assert swept == []
+    assert out.getvalue() == f"{DAY} is thinned already\n"
+    assert _spans_by_trace(team) == thinned
+    assert ThinnedDay.objects.count() == 1
+
+
+def test_a_day_with_unfolded_spans_is_not_thinned(settings):
+    # given a day of traffic no fold has read
+    settings.RETENTION_DAYS = 4000
+    team = make_team()
+    backfill_day(team)
+    spans = Span.objects.filter(team=team).count()
+
+    # when the command is asked to thin it, then it refuses and every span stays
+    with pytest.raises(CommandError, match="not folded yet"):
+        call_command("thin_spans", "--day", DAY.isoformat())
+    assert Span.objects.filter(team=team).count() == spans
+    assert not ThinnedDay.objects.exists()
+
+
+def test_a_day_within_the_hot_period_is_not_thinned(folded_day):
+    # given a folded day that ended an hour ago
+    spans = Span.objects.filter(team=folded_day).count()
+
+    # when it is thinned, then it is refused and every span stays
+    with pytest.raises(services.NotThinnable, match="hot period"):
+        services.thin_day(DAY, FOLDED, PERCENT)
+    assert Span.objects.filter(team=folded_day).count() == spans
+
+
+def test_rebuild_refuses_a_thinned_day(folded_day):
+    # given a thinned day
+    services.thin_day(DAY, THIN_AT, PERCENT)
+    rollups = sorted(Rollup.objects.filter(team=folded_day).values_list())
+
+    # when its rollups are rebuilt, then it refuses and they stay as folded
+    with pytest.raises(ValueError, match="thinned"):
+        rebuild.rebuild_rollups(folded_day, START, END, now=THIN_AT)
+    assert sorted(Rollup.objects.filter(team=folded_day).values_list()) == rollups
+
+
+def test_a_new_objective_counts_no_thinned_day(folded_day):
+    # given a thinned day
+    services.thin_day(DAY, THIN_AT, PERCENT)
+    pipeline = Pipeline.objects.get(team=folded_day, service_name="fraud-scorer")
+    admin = cast(User, make_user(folded_day, role=Role.ADMIN))
+
+    # when an objective is created afterwards
+    objective = sla_services.create_objective(
+        folded_day, pipeline, None, "new", 60, Decimal("99"), "rolling_28d", admin
+    )
+
+    # then it has no counters from the sample of that day
+    assert not SlaMinute.objects.filter(objective=objective).exists()
+
+
+def test_sampling_is_by_trace_id_alone_and_nested_by_percent():
+    # given ids, sequential ones included
+    ids = b"".join(i.to_bytes(16, "big") for i in range(20_000))
+
+    # when they are sampled at 5% and 10%
+    five, ten = sampling.sampled(ids, 5), sampling.sampled(ids, 10)
+
+    # then the same ids give the same answer, 10% keeps every 5% id, and shares are near
+    assert (sampling.sampled(ids, 5) == five).all()
+    assert (ten | ~five).all()
+    assert 0.045 < five.mean() < 0.055
+    assert 0.095 < ten.mean() < 0.105
+    assert not sampling.sampled(ids, 0).any()
+    assert sampling.sampled(ids, 100).all()
+
+
+def test_due_days_are_past_the_hot_period_and_not_thinned():
+    # given days around now, one of them thinned
+    now = dt.datetime(2026, 3, 13, 0, 30, tzinfo=dt.UTC)
+    days = [dt.date(2026, 3, d) for d in (8, 9, 10, 11, 12, 13)]
+
+    # when the due days are chosen with a two-day hot period
+    due = sampling.due_days(days, [dt.date(2026, 3, 9)], now, 2)
+
+    # then they are those that ended two days ago or more, not thinned yet
+    assert due == [dt.date(2026, 3, 8), dt.date(2026, 3, 10)]
+
+
+def test_trace_search_over_a_sampled_day_says_so(folded_day, client):
+    # given a thinned day and a member of the team
+    services.thin_day(DAY, THIN_AT, PERCENT)
+    pipeline = Pipeline.objects.get(team=folded_day, service_name="fraud-scorer")
+    client.force_login(make_user(folded_day))
+
+    # when they search its traces, and those of a day not thinned
+    sampled = client.get(
+        "/traces/",
+        {"pipeline": pipeline.pk, "start": "2026-03-10T10:00:00", "end": "2026-03-10T11:00:00"},
+    )
+    whole = client.get(
+        "/traces/",
+        {"pipeline": pipeline.pk, "start": "2026-03-11T10:00:00", "end": "2026-03-11T11:00:00"},
+    )
+
+    # then only the search over the thinned day says it is sampled, and at what rate
+    assert sampled.status_code == whole.status_code == 200
+    assert "Raw spans of 2026-03-10 are sampled at 5%" in sampled.text
+    assert "A search over it finds only the kept traces." in sampled.text
+    assert 'id="sampled-note"' not in whole.text
+
+
+def test_pipeline_page_names_the_sampled_days_and_rate(folded_day, client):
+    # given a thinned day
+    services.thin_day(DAY, THIN_AT, PERCENT)
+    pipeline = Pipeline.objects.get(team=folded_day, service_name="fraud-scorer")
+    client.force_login(make_user(folded_day))
+
+    # when a member opens the pipeline page
+    page = client.get(f"/pipelines/{pipeline.pk}/")
+
+    # then it says which days are sampled, at what rate, and that figures count every span
+    assert page.status_code == 200
+    assert "Raw spans of 2026-03-10 are sampled at 5%" in page.text
+    assert "still count every span" in page.text
+
+
+def test_sampled_periods_join_consecutive_days_of_one_rate():
+    # given days thinned at 5% on the 10th and 11th, and at 2% on the 12th
+    for day, percent in ((10, 5), (11, 5), (12, 2)):
+        ThinnedDay.objects.create(
+            day=dt.date(2026, 3, day),
+            thinned_at=THIN_AT,
+            sample_percent=percent,
+            spans_before=0,
+            spans_after=0,
+            traces_before=0,
+            error_traces=0,
+            slow_traces=0,
+            sampled_traces=0,
+        )
+
+    # when the sampled periods of windows are read
+    everything = sampled_periods()
+    to_midnight = sampled_periods(
+        dt.datetime(2026, 3, 9, tzinfo=dt.UTC), dt.datetime(2026, 3, 11, tzinfo=dt.UTC)
+    )
+
+    # then consecutive days of a rate are one period, and a window's end is exclusive
+    assert everything == [
+        SampledPeriod(dt.date(2026, 3, 10), dt.date(2026, 3, 11), 5),
+        SampledPeriod(dt.date(2026, 3, 12), dt.date(2026, 3, 12), 2),
+    ]
+    assert to_midnight == [SampledPeriod(dt.date(2026, 3, 10), dt.date(2026, 3, 10), 5)]
