@@ -93,10 +93,10 @@ def _simulate(team_name: str, days: int, requests_per_s: float, seed: int) -> di
                 whole[name] = max(whole.get(name, 0), size)
         thinned = thin_due(now)
         sizes = _sizes()
-        kept = sum(v for k, v in sizes.items() if k.startswith("spans_span_p"))
+        kept_bytes = sum(v for k, v in sizes.items() if k.startswith("spans_span_p"))
         print(
             f"bench: day {number + 1}/{days} ({day:%Y-%m-%d}) done, {len(thinned)} thinned, "
-            f"spans {sum(whole.values()) / MIB:,.1f} MiB whole, {kept / MIB:,.1f} MiB kept, "
+            f"spans {sum(whole.values()) / MIB:,.1f} MiB whole, {kept_bytes / MIB:,.1f} MiB kept, "
             f"all tables {sum(sizes.values()) / MIB:,.1f} MiB, "
             f"{time.perf_counter() - started:.0f} s",
             file=sys.stderr,
