@@ -351,8 +351,9 @@ PARTITIONS_AHEAD_DAYS = env_int("PARTITIONS_AHEAD_DAYS", 3, minimum=1, maximum=6
 # Rollup rows kept per resolution: minutes are compacted into hours, hours into days first.
 ROLLUP_MINUTE_DAYS = env_int("ROLLUP_MINUTE_DAYS", 4, minimum=1)
 # A day is thinned SPAN_HOT_DAYS after its end, when its first minute is a day older still:
-# its minute rollups must last that long, plus a day for the thinner to get to it.
-if SPAN_HOT_DAYS + 2 > ROLLUP_MINUTE_DAYS:
+# its minute rollups must last that long, plus a day for the thinner to get to it. With
+# SPAN_HOT_DAYS at or past RETENTION_DAYS no day is ever thinned, and nothing is asked.
+if SPAN_HOT_DAYS < RETENTION_DAYS and SPAN_HOT_DAYS + 2 > ROLLUP_MINUTE_DAYS:
     raise ImproperlyConfigured(
         f"ROLLUP_MINUTE_DAYS={ROLLUP_MINUTE_DAYS} must be at least SPAN_HOT_DAYS + 2 "
         f"({SPAN_HOT_DAYS + 2}): thinning a day reads the p99 of its minutes"

@@ -124,7 +124,10 @@ def thin_day(day: dt.date, now: dt.datetime, percent: int | None = None) -> Thin
 
 def thin_due(now: dt.datetime) -> list[ThinResult]:
     """Thin every day past the hot period not thinned yet, oldest first; a day that cannot be
-    thinned yet is logged and left for the next run."""
+    thinned yet is logged and left for the next run. A hot period as long as the retention
+    thins nothing: days are dropped whole instead."""
+    if settings.SPAN_HOT_DAYS >= settings.RETENTION_DAYS:
+        return []
     with transaction.atomic():
         existing = storage_partitions.existing(psycopg_cursor())
     days = [p.day for name in existing if (p := DayPartition.from_name(name)) is not None]

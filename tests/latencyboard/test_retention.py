@@ -203,6 +203,17 @@ def test_a_day_within_the_hot_period_is_not_thinned(folded_day):
     assert Span.objects.filter(team=folded_day).count() == spans
 
 
+def test_a_hot_period_as_long_as_retention_thins_nothing(folded_day, settings):
+    # given a folded day past the hot period, and a retention as short as the hot period
+    settings.RETENTION_DAYS = settings.SPAN_HOT_DAYS
+    spans = Span.objects.filter(team=folded_day).count()
+
+    # when the task's sweep runs, then no day is thinned
+    assert services.thin_due(THIN_AT) == []
+    assert Span.objects.filter(team=folded_day).count() == spans
+    assert not ThinnedDay.objects.exists()
+
+
 def test_rebuild_refuses_a_thinned_day(folded_day):
     # given a thinned day
     services.thin_day(DAY, THIN_AT, PERCENT)

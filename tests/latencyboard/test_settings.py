@@ -60,6 +60,21 @@ def test_malformed_values_are_configuration_errors(name, value, message):
     assert message in result.stderr
 
 
+def test_a_hot_period_outliving_the_minute_rollups_is_refused():
+    result = _manage({**PRODUCTION, "SPAN_HOT_DAYS": "3", "ROLLUP_MINUTE_DAYS": "4"}, "check")
+
+    assert result.returncode != 0
+    assert "ROLLUP_MINUTE_DAYS=4 must be at least SPAN_HOT_DAYS + 2 (5)" in result.stderr
+
+
+def test_a_hot_period_as_long_as_retention_turns_thinning_off_without_more_minutes():
+    env = {**PRODUCTION, "SPAN_HOT_DAYS": "30", "RETENTION_DAYS": "30", "ROLLUP_MINUTE_DAYS": "2"}
+
+    result = _manage(env, "check")
+
+    assert result.returncode == 0, result.stderr
+
+
 def test_local_defaults_need_no_environment():
     result = _manage({"PATH": "/usr/bin:/bin"}, "check")
 
