@@ -104,9 +104,11 @@ def standby_sql(server: EmbeddedPostgres, sql: str) -> tuple[object, ...] | None
 
 def wait_until_replayed(server: EmbeddedPostgres, upto: str = "pg_last_wal_replay_lsn()") -> None:
     """Wait until the standby has replayed (or, with ``upto`` the receive position, received)
-    everything the primary has written so far."""
+    everything the primary has committed so far: up to its WAL insert position, since with
+    ``synchronous_commit`` off a commit record may still wait in the WAL buffers, past the
+    write position."""
     with psycopg.connect(conninfo()) as conn:
-        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
     assert row is not None
     deadline = time.monotonic() + REPLAY_TIMEOUT_S
     sql = f"SELECT {upto} >= '{row[0]}'::pg_lsn"
