@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from ingest.decoding import DecodedSpan
@@ -244,7 +245,7 @@ def test_compaction_merges_cohort_minutes_into_hours_and_days_and_expires_them(r
     assert_cohorts_match_spans(team, "day")
 
     # and when the minutes pass their retention, hours and days stay
-    compaction.compact_rollups(DAY + dt.timedelta(days=4))
+    compaction.compact_rollups(DAY + dt.timedelta(days=settings.ROLLUP_MINUTE_DAYS + 2))
     assert cohort_rows(team, "minute") == {}
     assert_cohorts_match_spans(team, "day")
 

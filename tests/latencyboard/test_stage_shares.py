@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
@@ -670,11 +671,11 @@ def test_breakdown_means_and_shares(writer):
 
 @db
 def test_breakdown_reads_hours_once_minutes_expired(writer):
-    # given shares computed, then read three days later: the minutes are gone
+    # given shares computed, then read a day past the minutes' retention: the minutes are gone
     team = make_team()
     store_hand_built(writer, team)
     compute(DONE)
-    compute(DONE + dt.timedelta(days=3))
+    compute(DONE + dt.timedelta(days=settings.ROLLUP_MINUTE_DAYS + 1))
     assert not StageShare.objects.filter(team=team, resolution="minute").exists()
 
     breakdown = stage_breakdown(Pipeline.objects.get(team=team), T0 + 10 * MINUTE, T0 + HOUR)
