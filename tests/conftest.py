@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from latencyboard.local.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from tests.span_storage import empty_span_table
 
 
 @dataclass(frozen=True)
@@ -125,3 +126,13 @@ def scratch_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="latencyboard-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _spans_flushed_with_the_rest(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a transactional test, empty the span table too, so that no test meets the spans
+    of another (a whole-day operation such as thinning reads every team's)."""
+    yield
+    marker = request.node.get_closest_marker("django_db")
+    if marker is not None and marker.kwargs.get("transaction"):
+        empty_span_table()

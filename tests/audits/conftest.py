@@ -26,6 +26,7 @@ from latencyboard.sla import services as sla_services
 from latencyboard.sla.models import Coverage, Objective
 from latencyboard.teams.models import Role, Team
 from tests.factories import make_team, make_user
+from tests.span_storage import empty_span_table
 
 QUARTER_START = dt.datetime(2026, 7, 1, tzinfo=dt.UTC)
 QUARTER_END = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
@@ -98,3 +99,4 @@ def quarter(django_db_setup: None, django_db_blocker: pytest.FixtureRequest) -> 
     yield Quarter(team, admin, auditor, objectives, written.spans)
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         call_command("flush", interactive=False, verbosity=0)
+        empty_span_table()
