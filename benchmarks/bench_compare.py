@@ -51,10 +51,39 @@ JSON_PATH = ROOT / "var" / "bench" / "compare.json"
 WARMUP = 3
 WINDOWS = {"1h": dt.timedelta(hours=1), "24h": dt.timedelta(days=1)}
 WINDOWS.update({"7d": dt.timedelta(days=7), "28d": dt.timedelta(days=28)})
-_RESET = """
-TRUNCATE rollups_rollup, rollups_cohortrollup, sla_slaminute;
-UPDATE spans_ingestbatch SET rolled_up_at = NULL;
-"""
+_TRUNCATE = "TRUNCATE rollups_rollup, rollups_cohortrollup, sla_slaminute"
+_UNMARK = "UPDATE spans_ingestbatch SET rolled_up_at = NULL WHERE id > %s"
+
+
+def reset_rollups(after_batch: int) -> None:
+    """No rollup, cohort rollup or SLA counter, and the batches after ``after_batch`` to
+    fold again."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(_TRUNCATE)
+        cursor.execute(_UNMARK, [after_batch])
+        cursor.execute("VACUUM ANALYZE rollups_rollup, sla_slaminute, spans_ingestbatch")
+
+
+def fold_without_and_with_cohorts(after_batch: int) -> dict[str, Any]:
+    """Fold every pending batch without cohort rollups, reset, fold the batches after
+    ``after_batch`` again with cohort rollups; both throughputs and their ratio."""
+    from latencyboard.rollups import cohort_services
+
+    with_cohorts = cohort_services.fold_cohorts
+    cohort_services.fold_cohorts = lambda *args, **kwargs: 0
+    print("bench: folding without cohorts", file=sys.stderr)
+    without = fold_all()
+    cohort_services.fold_cohorts = with_cohorts
+    reset_rollups(after_batch)
+    print("bench: folding with cohorts", file=sys.stderr)
+    with_ = fold_all()
+    return {
+        "without_cohorts": without,
+        "with_cohorts": with_,
+        "ratio": with_["spans_per_s"] / without["spans_per_s"],
+    }
 
 
 def fold_all() -> dict[str, float]:
@@ -69,24 +98,14 @@ def fold_phase(profile: Path | None) -> dict[str, Any]:
     from django.db import connection
     from django.utils import timezone
 
-    from latencyboard.rollups import cohort_services
     from latencyboard.rollups.compaction import compact_rollups
 
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    with_cohorts = cohort_services.fold_cohorts
-    cohort_services.fold_cohorts = lambda *args, **kwargs: 0
-    print("bench: folding without cohorts", file=sys.stderr)
-    without = fold_all()
-    cohort_services.fold_cohorts = with_cohorts
-    with connection.cursor() as cursor:
-        cursor.execute(_RESET)
-        cursor.execute("VACUUM ANALYZE rollups_rollup, sla_slaminute, spans_ingestbatch")
-    print("bench: folding with cohorts", file=sys.stderr)
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
-    with_ = fold_all()
+    figures = fold_without_and_with_cohorts(0)
     if profiler and profile:
         profiler.disable()
         profiler.dump_stats(profile)
@@ -101,12 +120,45 @@ def fold_phase(profile: Path | None) -> dict[str, Any]:
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
     return {
-        "without_cohorts": without,
-        "with_cohorts": with_,
-        "ratio": with_["spans_per_s"] / without["spans_per_s"],
+        **figures,
         "compact_seconds": compact_seconds,
         "idle_compact_seconds": idle_compact_seconds,
     }
+
+
+def busy_fold_phase(team_id: int, minutes: int, scale: float, seed: int) -> dict[str, Any]:
+    """Fold throughput where it matters, under heavy traffic: ``minutes`` of the demo at
+    ``scale`` (each minute one batch, as a fold of a busy worker holds about a minute's
+    spans), folded without and then with cohorts. Runs last: it resets the rollups."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from ingest.backfill import backfill_demo as write_demo
+    from latencyboard.teams.models import Team
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT coalesce(max(id), 0) FROM spans_ingestbatch")
+        (before,) = cursor.fetchone()
+    team = Team.objects.get(pk=team_id)
+    end = timezone.now().replace(second=0, microsecond=0) - dt.timedelta(hours=1)
+    print(f"bench: writing {minutes} busy minutes at scale {scale}", file=sys.stderr)
+    for minute in range(minutes):
+        start = end - dt.timedelta(minutes=minutes - minute)
+        write_demo(
+            team,
+            days=1,
+            start=start,
+            end=start + dt.timedelta(minutes=1),
+            now=end,
+            scale=scale,
+            seed=seed + minute,
+        )
+    reset_rollups(before)
+    figures = fold_without_and_with_cohorts(before)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM rollups_rollup")
+        (rows,) = cursor.fetchone()
+    return {**figures, "spans_per_rollup_row": figures["with_cohorts"]["spans"] / rows}
 
 
 def storage_phase(days: int) -> dict[str, Any]:
@@ -206,6 +258,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=JSON_PATH, help="where to write figures")
     parser.add_argument("--profile", type=Path, help="write a cProfile of the cohort fold here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
+    parser.add_argument(
+        "--busy-minutes", type=int, default=12, help="minutes of busy traffic to fold"
+    )
+    parser.add_argument(
+        "--busy-scale", type=float, default=20.0, help="backfill_demo scale of the busy minutes"
+    )
     args = parser.parse_args()
     interrupt_on_sigterm()
     figures: dict[str, Any] = {
@@ -237,6 +295,9 @@ def main() -> int:
             if profiler and args.profile:
                 profiler.disable()
                 profiler.dump_stats(args.profile.with_suffix(".compare.prof"))
+            figures["busy_fold"] = busy_fold_phase(
+                stack.team_id, args.busy_minutes, args.busy_scale, args.seed
+            )
             connection.close()
     except KeyboardInterrupt:
         print("bench: interrupted, everything stopped", file=sys.stderr)
@@ -248,10 +309,19 @@ def main() -> int:
 
 def report(figures: dict[str, Any]) -> None:
     fold = figures["fold"]
+    rows = figures["storage"]["rollups_rollup"]["rows"]
     print(
-        f"fold: {fold['without_cohorts']['spans']:,} spans; "
+        f"fold ({fold['without_cohorts']['spans'] / rows:,.1f} spans per rollup row): "
+        f"{fold['without_cohorts']['spans']:,} spans; "
         f"{fold['without_cohorts']['spans_per_s']:,.0f} spans/s without cohorts, "
         f"{fold['with_cohorts']['spans_per_s']:,.0f} with ({fold['ratio']:.0%})"
+    )
+    busy = figures["busy_fold"]
+    print(
+        f"busy fold ({busy['spans_per_rollup_row']:,.0f} spans per rollup row): "
+        f"{busy['without_cohorts']['spans']:,} spans; "
+        f"{busy['without_cohorts']['spans_per_s']:,.0f} spans/s without cohorts, "
+        f"{busy['with_cohorts']['spans_per_s']:,.0f} with ({busy['ratio']:.0%})"
     )
     print(
         f"compaction: {fold['compact_seconds']:.1f} s after the fold, "

@@ -11,56 +11,86 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
 from django.conf import settings
 
 from latencyboard.pipelines.models import DEFAULT_COHORT_ATTRIBUTES
 from latencyboard.rollups import cohorts
 from latencyboard.rollups.cohorts import CohortFold, CohortGroup, DayKey
+from latencyboard.rollups.folding import SpanColumns
 from latencyboard.sketches.sketch import Sketch, to_bytes_many
 from latencyboard.storage import cohort_rows
 
 _PER_STATEMENT = 500
 
 
+def cohort_keys(cursor: psycopg.Cursor[Any]) -> list[str]:
+    """Every attribute that is a cohort attribute of some pipeline."""
+    configured = [key for (key,) in cursor.execute(cohort_rows.COHORT_KEYS).fetchall()]
+    return sorted({*DEFAULT_COHORT_ATTRIBUTES, *configured})
+
+
 def fold_cohorts(
     cursor: psycopg.Cursor[Any],
     batches: Sequence[int],
-    stage_ids: Sequence[int],
+    spans: SpanColumns,
+    template_id: npt.NDArray[np.int64],
+    own_cohort_key: npt.NDArray[np.bool_],
     teams: Mapping[int, int],
 ) -> int:
-    """Add the spans of ``batches`` whose stage is in ``stage_ids`` (those the fold counts)
-    to the cohort minute rows of their pipelines; rows written."""
-    if not batches or not teams:
+    """Add ``spans`` (those of ``batches`` the fold counts) to the cohort minute rows of
+    their pipelines; rows written. ``template_id`` and ``own_cohort_key`` are the spans'
+    (:class:`latencyboard.storage.fold_spans.BatchSpans`)."""
+    if not len(spans) or not teams:
         return 0
-    cursor.execute(
-        cohort_rows.SPANS_BY_COHORT,
-        {
-            "defaults": list(DEFAULT_COHORT_ATTRIBUTES),
-            "pipelines": list(teams),
-            "batches": list(batches),
-            "first": batches[0],
-            "last": batches[-1],
-            "stages": list(stage_ids),
-        },
-    )
-    groups = [CohortGroup(*row) for row in cursor.fetchall()]
-    if not groups:
+    keys_of: dict[int, set[str]] = {pipeline: set(DEFAULT_COHORT_ATTRIBUTES) for pipeline in teams}
+    for pipeline_id, key in cursor.execute(cohort_rows.PIPELINE_KEYS, [list(teams)]).fetchall():
+        keys_of[pipeline_id].add(key)
+    keys = sorted(set().union(*keys_of.values()))
+    shared = ~own_cohort_key
+    templates = np.unique(template_id[shared])
+    values = {
+        (template, key): value
+        for template, key, value in cursor.execute(
+            cohort_rows.TEMPLATE_VALUES, {"keys": keys, "templates": templates.tolist()}
+        ).fetchall()
+    }
+    parts = [cohorts.from_templates(spans.select(shared), template_id[shared], keys_of, values)]
+    if own_cohort_key.any():
+        cursor.execute(
+            cohort_rows.SPANS_BY_COHORT,
+            {
+                "defaults": list(DEFAULT_COHORT_ATTRIBUTES),
+                "pipelines": list(teams),
+                "batches": list(batches),
+                "first": batches[0],
+                "last": batches[-1],
+                "stages": np.unique(spans.stage_id).tolist(),
+                "cohort_keys": keys,
+            },
+        )
+        parts.append(cohorts.from_groups([CohortGroup(*row) for row in cursor.fetchall()]))
+    entries = cohorts.joined(parts)
+    if not len(entries):
         return 0
-    days = [cohorts.day_of(group.minute) for group in groups]
+    minutes = entries.spans.minute
     cursor.execute(
         cohort_rows.STORED_VALUES,
         {
             "pipelines": list(teams),
-            "first_day": min(days),
-            "end_day": max(days) + cohorts.DAY_SECONDS,
+            "first_day": cohorts.day_of(int(minutes.min())),
+            "end_day": cohorts.day_of(int(minutes.max())) + cohorts.DAY_SECONDS,
         },
     )
     stored: dict[DayKey, set[str]] = defaultdict(set)
     for pipeline_id, attribute, day, value in cursor.fetchall():
         stored[(pipeline_id, attribute, day)].add(value)
-    stored_as = cohorts.admit_values(groups, stored, settings.COHORT_VALUES_PER_DAY)
-    folds = cohorts.fold_cohort_minutes(groups, stored_as)
+    days = cohorts.cohort_days(entries)
+    counts = cohorts.value_counts(days)
+    stored_as = cohorts.admit_values(counts, stored, settings.COHORT_VALUES_PER_DAY)
+    folds = cohorts.fold_cohort_minutes(entries, days, stored_as)
     _add_minutes(cursor, folds, teams)
     return len(folds)
 

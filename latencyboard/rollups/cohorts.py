@@ -1,11 +1,12 @@
 """Folding spans into cohort sketches: one per (pipeline, stage, minute, attribute, value)
 (pure: numpy and the sketch module, no Django).
 
-The fold reads the spans of its batches already grouped by PostgreSQL into
-:class:`CohortGroup` (one per pipeline, stage, root or not, minute, attribute and value,
-with its durations as one binary string); :func:`fold_cohort_minutes` turns them into
-sketches, a root span counting for its stage and end to end as in
-:func:`latencyboard.rollups.folding.fold_minutes`.
+A span's cohort value is read from its template and resource, stored once and shared by many
+spans, unless its own attributes hold the attribute (then PostgreSQL reads the value and
+groups those spans, :class:`CohortGroup`). :func:`from_templates` and :func:`from_groups`
+turn both into :class:`CohortSpans`, one entry per span and cohort attribute it has a value
+of; :func:`fold_cohort_minutes` groups the entries into sketches, a root span counting for
+its stage and end to end as in :func:`latencyboard.rollups.folding.fold_minutes`.
 
 The cardinality cap (:func:`admit_values`) keeps at most ``cap`` values of an attribute per
 pipeline and UTC day apart; spans of further values count as :data:`OTHER`. Values already
@@ -15,14 +16,17 @@ within a day; among new values the most frequent in the fold win.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
+from latencyboard.rollups.folding import SpanColumns
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
 from latencyboard.storage import cohort_rows
 
@@ -31,12 +35,15 @@ OTHER: Final = "other"
 DAY_SECONDS: Final = 86_400
 
 DayKey = tuple[int, str, int]  # pipeline, attribute, day (Unix seconds of its midnight)
+Name = tuple[str, str]  # attribute, value
+IntArray = npt.NDArray[np.int64]
+_COLUMNS: Final = tuple(field.name for field in dataclasses.fields(SpanColumns))
 
 
 @dataclass(frozen=True, slots=True)
 class CohortGroup:
     """Spans of one pipeline, stage, minute and attribute value, as PostgreSQL grouped them;
-    ``durations`` is their ``int8send(duration_ns)`` concatenated."""
+    ``spans`` is their :data:`latencyboard.storage.cohort_rows.COHORT_SPAN` concatenated."""
 
     pipeline_id: int
     stage_id: int
@@ -44,8 +51,20 @@ class CohortGroup:
     minute: int  # Unix seconds // 60
     attribute: str
     value: str
-    error_count: int
-    durations: bytes
+    spans: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSpans:
+    """One entry per span and cohort attribute the span has a value of: the span's columns,
+    and the index of its (attribute, value) in ``names``."""
+
+    spans: SpanColumns
+    name: IntArray
+    names: tuple[Name, ...]
+
+    def __len__(self) -> int:
+        return len(self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,75 +89,179 @@ def day_of(minute: int) -> int:
     return minute * 60 // DAY_SECONDS * DAY_SECONDS
 
 
+def from_templates(
+    spans: SpanColumns,
+    template_id: IntArray,
+    keys_of: Mapping[int, Collection[str]],
+    values: Mapping[tuple[int, str], str],
+) -> CohortSpans:
+    """The cohort entries of spans whose own attributes hold no cohort attribute: for each
+    attribute in ``keys_of[pipeline]``, the value its template (or the template's resource)
+    has, ``values[(template_id, attribute)]``; none where missing (template 0: no template)."""
+    keys = sorted({key for pipeline_keys in keys_of.values() for key in pipeline_keys})
+    if not keys or not len(spans):
+        return CohortSpans(spans.select(np.zeros(len(spans), np.bool_)), _ints([]), ())
+    templates, template_of = np.unique(template_id, return_inverse=True)
+    pipelines, pipeline_of = np.unique(spans.pipeline_id, return_inverse=True)
+    index: dict[Name, int] = {}
+    code = np.full((len(templates), len(keys)), -1, dtype=np.int64)
+    for row, template in enumerate(templates.tolist()):
+        for column, key in enumerate(keys):
+            value = values.get((template, key))
+            if value is not None:
+                code[row, column] = index.setdefault((key, value), len(index))
+    has = np.array([[key in keys_of.get(p, ()) for key in keys] for p in pipelines.tolist()])
+    codes = np.where(has[pipeline_of], code[template_of], -1)
+    span, key_of_span = np.nonzero(codes >= 0)
+    return CohortSpans(_take(spans, span), codes[span, key_of_span], tuple(index))
+
+
+def from_groups(groups: Sequence[CohortGroup]) -> CohortSpans:
+    """The cohort entries of spans PostgreSQL grouped by value."""
+    index: dict[Name, int] = {}
+    name = [index.setdefault((g.attribute, g.value), len(index)) for g in groups]
+    records = cohort_rows.cohort_spans(b"".join([g.spans for g in groups]))
+    lengths = np.fromiter((len(g.spans) for g in groups), np.int64, len(groups))
+    lengths //= cohort_rows.COHORT_SPAN_BYTES
+
+    def each(values: Iterable[int | bool], dtype: type) -> npt.NDArray[Any]:
+        return np.repeat(np.fromiter(values, dtype, len(groups)), lengths)
+
+    return CohortSpans(
+        SpanColumns(
+            pipeline_id=each((g.pipeline_id for g in groups), np.int64),
+            stage_id=each((g.stage_id for g in groups), np.int64),
+            is_root=each((g.is_root for g in groups), np.bool_),
+            minute=each((g.minute for g in groups), np.int64),
+            duration_ms=records.duration_ms,
+            is_error=records.is_error,
+        ),
+        each(name, np.int64),
+        tuple(index),
+    )
+
+
+def joined(parts: Sequence[CohortSpans]) -> CohortSpans:
+    """The entries of all ``parts``, their names merged."""
+    index: dict[Name, int] = {}
+    names = []
+    for part in parts:
+        remap = _ints([index.setdefault(n, len(index)) for n in part.names])
+        names.append(remap[part.name] if len(part.names) else part.name)
+    columns = [np.concatenate([getattr(part.spans, field) for part in parts]) for field in _COLUMNS]
+    return CohortSpans(SpanColumns(*columns), np.concatenate(names), tuple(index))
+
+
+@dataclass(frozen=True, slots=True)
+class CohortDays:
+    """The distinct (pipeline, name, day) of some entries: ``keys`` as (pipeline, attribute,
+    day, value), the spans of each, and each entry's index into them."""
+
+    keys: list[tuple[DayKey, str]]
+    spans: list[int]
+    of_entry: IntArray
+
+
+def cohort_days(entries: CohortSpans) -> CohortDays:
+    """The (pipeline, attribute, day, value) of each entry, found with one sort."""
+    pipelines, pipeline_of = np.unique(entries.spans.pipeline_id, return_inverse=True)
+    days, day_of_entry = np.unique(entries.spans.minute // 1440, return_inverse=True)
+    width = len(entries.names) * len(days)
+    key = pipeline_of * width + entries.name * len(days) + day_of_entry
+    distinct, of_entry, count = np.unique(key, return_inverse=True, return_counts=True)
+    keys = []
+    for pipeline, name, day in zip(
+        pipelines[distinct // width].tolist(),
+        (distinct % width // len(days)).tolist(),
+        (days[distinct % len(days)] * DAY_SECONDS).tolist(),
+        strict=True,
+    ):
+        attribute, value = entries.names[name]
+        keys.append(((pipeline, attribute, day), value))
+    return CohortDays(keys, count.tolist(), of_entry)
+
+
+def value_counts(days: CohortDays) -> dict[DayKey, dict[str, int]]:
+    """Spans of each value of each (pipeline, attribute, day)."""
+    counts: dict[DayKey, dict[str, int]] = defaultdict(dict)
+    for (day, value), n in zip(days.keys, days.spans, strict=True):
+        counts[day][value] = n
+    return counts
+
+
 def admit_values(
-    groups: Sequence[CohortGroup], stored: Mapping[DayKey, set[str]], cap: int
+    counts: Mapping[DayKey, Mapping[str, int]], stored: Mapping[DayKey, set[str]], cap: int
 ) -> dict[tuple[DayKey, str], str]:
-    """The value each (pipeline, attribute, day) and value of ``groups`` is stored under:
-    itself while the day has fewer than ``cap`` values (``stored`` holds those already in
-    the rollups), else :data:`OTHER`. New values are admitted most spans first."""
-    spans: dict[DayKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for group in groups:
-        day = (group.pipeline_id, group.attribute, day_of(group.minute))
-        spans[day][group.value] += len(group.durations) // 8
+    """The value each (pipeline, attribute, day) and value of ``counts`` (spans per value) is
+    stored under: itself while the day has fewer than ``cap`` values (``stored`` holds those
+    already in the rollups), else :data:`OTHER`. New values are admitted most spans first."""
     stored_as: dict[tuple[DayKey, str], str] = {}
-    for day, counts in spans.items():
+    for day, of_value in counts.items():
         kept = stored.get(day, set()) - {OTHER}
         free = max(cap - len(kept), 0)
-        new = sorted((v for v in counts if v not in kept), key=lambda v: (-counts[v], v))
+        new = sorted((v for v in of_value if v not in kept), key=lambda v: (-of_value[v], v))
         admitted = kept | set(new[:free])
-        for value in counts:
+        for value in of_value:
             stored_as[(day, value)] = value if value in admitted else OTHER
     return stored_as
 
 
 def fold_cohort_minutes(
-    groups: Sequence[CohortGroup], stored_as: Mapping[tuple[DayKey, str], str]
+    entries: CohortSpans, days: CohortDays, stored_as: Mapping[tuple[DayKey, str], str]
 ) -> list[CohortFold]:
     """One fold per (pipeline, attribute, stored value, stage, minute), plus end to end for
     root spans; sorted by that key with end to end first, the order rows are locked in.
-
-    Grouped with numpy: a fold holds hundreds of thousands of groups, and Python work per
-    group and key is most of what cohorts add to a fold."""
-    if not groups:
+    ``days`` are the entries' :func:`cohort_days`."""
+    if not len(entries):
         return []
-    # Each (attribute, stored value) as its rank in sort order, so sorting by rank sorts by
-    # the strings.
-    cohorts = [
-        (g.attribute, stored_as[((g.pipeline_id, g.attribute, day_of(g.minute)), g.value)])
-        for g in groups
-    ]
-    names = sorted(set(cohorts))
+    spans = entries.spans
+    # Each entry's stored (attribute, value), as its rank in sort order.
+    stored = [(key[0][1], stored_as[key]) for key in days.keys]
+    names = sorted(set(stored))
     rank_of = {name: rank for rank, name in enumerate(names)}
-    rank = np.fromiter((rank_of[c] for c in cohorts), np.int64, len(cohorts))
-    pipeline = np.fromiter((g.pipeline_id for g in groups), np.int64, len(groups))
-    stage = np.fromiter((g.stage_id for g in groups), np.int64, len(groups))
-    minute = np.fromiter((g.minute for g in groups), np.int64, len(groups))
-    root = np.fromiter((g.is_root for g in groups), np.bool_, len(groups))
-    errors = np.fromiter((g.error_count for g in groups), np.int64, len(groups))
-    lengths = np.fromiter((len(g.durations) for g in groups), np.int64, len(groups)) // 8
-    durations = cohort_rows.durations_ms(b"".join([g.durations for g in groups]))
-    # A root group counts again end to end: stage 0 while grouping (database ids start at 1).
-    member = np.concatenate([np.arange(len(groups)), np.flatnonzero(root)])
-    stage = np.concatenate([stage, np.zeros(np.count_nonzero(root), dtype=np.int64)])
-    order = np.lexsort((minute[member], stage, rank[member], pipeline[member]))
-    member, stage = member[order], stage[order]
-    key = np.stack([pipeline[member], rank[member], stage, minute[member]])
-    starts = np.ones(member.size, dtype=bool)
+    rank = _ints([rank_of[name] for name in stored])[days.of_entry]
+    # A root entry counts again end to end: stage 0 while grouping (database ids start at 1).
+    root = np.flatnonzero(spans.is_root)
+    member = np.concatenate([np.arange(len(entries)), root])
+    stage = np.concatenate([spans.stage_id, np.zeros(len(root), dtype=np.int64)])
+    columns = [spans.pipeline_id[member], rank[member], stage, spans.minute[member]]
+    order = _sorted_by(columns)
+    member = member[order]
+    key = np.stack([column[order] for column in columns])
+    starts = np.ones(member.size, dtype=np.bool_)
     starts[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
     fold_of = np.cumsum(starts) - 1
-    # Every member group's durations, each tagged with its fold.
-    first = np.cumsum(lengths) - lengths
-    picked = np.repeat(
-        first[member] - (np.cumsum(lengths[member]) - lengths[member]), lengths[member]
-    )
-    picked += np.arange(picked.size)
-    sketches = sketches_by_group(np.repeat(fold_of, lengths[member]), durations[picked])
-    error_counts = np.bincount(fold_of, weights=errors[member]).astype(np.int64).tolist()
+    sketches = sketches_by_group(fold_of, spans.duration_ms[member])
+    errors = np.bincount(fold_of, weights=spans.is_error[member]).astype(np.int64).tolist()
     heads = key[:, starts].tolist()
     return [
         CohortFold(p, names[r][0], names[r][1], s or None, m * 60, e, sketches[g])
-        for g, (p, r, s, m, e) in enumerate(zip(*heads, error_counts, strict=True))
+        for g, (p, r, s, m, e) in enumerate(zip(*heads, errors, strict=True))
     ]
+
+
+def _sorted_by(columns: Sequence[IntArray]) -> IntArray:
+    """The order that sorts by ``columns``, the first most significant: one sort of a single
+    key (each column's dense rank, packed) where it fits in 63 bits, else a lexsort."""
+    ranks, widths = [], []
+    for column in columns:
+        low = int(column.min())
+        ranks.append(column - low)
+        widths.append(int(column.max()) - low + 1)
+    if np.prod(widths, dtype=object) >= 2**63:
+        return np.lexsort(columns[::-1])
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for rank, width in zip(ranks, widths, strict=True):
+        key = key * width + rank
+    return np.argsort(key, kind="stable")
+
+
+def _take(spans: SpanColumns, index: IntArray) -> SpanColumns:
+    return SpanColumns(*(getattr(spans, field)[index] for field in _COLUMNS))
+
+
+def _ints(values: Sequence[int]) -> IntArray:
+    return np.array(values, dtype=np.int64)
 
 
 def combine(

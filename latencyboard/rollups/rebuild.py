@@ -88,7 +88,7 @@ def rebuild_rollups(
         storage_sla_minutes.delete_range(cursor, pipelines, start, end)
         spans = minutes = sla_minutes = 0
         for hour in steps(start, end, HOUR):
-            columns, _ = of_existing_stages(
+            columns, _, _ = of_existing_stages(
                 cursor, fold_spans.folded_spans(cursor, pipelines, hour, hour + HOUR)
             )
             folds = folding.fold_minutes(columns)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 import psycopg
 from django.db import transaction
 
@@ -67,11 +68,14 @@ def fold_pending_batches(
         batches = _within_budget(fold_spans.claim_batches(cursor, max_batches), max_spans)
         if not batches:
             return FoldResult(0, 0)
-        spans, teams = of_existing_stages(cursor, fold_spans.batch_spans(cursor, batches))
+        read = fold_spans.batch_spans(cursor, batches, cohort_services.cohort_keys(cursor))
+        spans, teams, kept = of_existing_stages(cursor, read.records)
         folds = folding.fold_minutes(spans)
         _add_minutes(cursor, folds, teams)
         counters.add_spans(cursor, spans)
-        cohort_services.fold_cohorts(cursor, batches, np.unique(spans.stage_id).tolist(), teams)
+        cohort_services.fold_cohorts(
+            cursor, batches, spans, read.template_id[kept], read.own_cohort_key[kept], teams
+        )
         fold_spans.mark_rolled_up(cursor, batches, now)
     logger.info(
         "rollup.done",
@@ -130,8 +134,9 @@ def _within_budget(claimed: Sequence[tuple[int, int]], max_spans: int) -> list[i
 
 def of_existing_stages(
     cursor: psycopg.Cursor[Any], records: fold_spans.SpanRecords
-) -> tuple[SpanColumns, dict[int, int]]:
-    """The spans whose stage still exists, and the team of each of their pipelines.
+) -> tuple[SpanColumns, dict[int, int], npt.NDArray[np.bool_]]:
+    """The spans whose stage still exists, the team of each of their pipelines, and which of
+    ``records`` those spans are.
 
     Spans of a stage or pipeline deleted since they were stored would make the rollup rows
     point at nothing and the fold fail forever: they are left out, and logged.
@@ -142,7 +147,7 @@ def of_existing_stages(
     if not keep.all():
         logger.warning("rollup.spans_of_deleted_stages", extra={"spans": int((~keep).sum())})
         spans = spans.select(keep)
-    return spans, {pipeline_id: team_id for _, pipeline_id, team_id in rows}
+    return spans, {pipeline_id: team_id for _, pipeline_id, team_id in rows}, keep
 
 
 def _add_minutes(cursor: psycopg.Cursor[Any], folds: Sequence[Fold], teams: dict[int, int]) -> None:

@@ -11,26 +11,37 @@ against 0.2 ms), and joined as a whole the keys were matched by a scan of the wh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
 from latencyboard.storage.span_templates import attribute_sql, joins_sql
-from latencyboard.storage.tables import COHORT_ATTRIBUTE, COHORT_ROLLUP, PIPELINE, SPAN
+from latencyboard.storage.tables import (
+    COHORT_ATTRIBUTE,
+    COHORT_ROLLUP,
+    PIPELINE,
+    RESOURCE,
+    SPAN,
+    SPAN_TEMPLATE,
+)
 
 MAX_VALUE_LENGTH: Final = 255
 
-# The spans of a fold's batches by cohort: one row per pipeline, stage, root or not, minute,
-# attribute and value, durations concatenated. A span counts once for each cohort attribute
-# it carries itself (or its template or resource does); a JSON null is no value.
+# The spans of a fold's batches whose own attributes hold a cohort attribute, by cohort: one
+# row per pipeline, stage, root or not, minute, attribute and value, the spans' COHORT_SPAN
+# concatenated. A span counts once for each cohort attribute it carries itself (or its
+# template or resource does); a JSON null is no value. The other spans of the fold take their
+# values from their templates (TEMPLATE_VALUES).
 _VALUE: Final = attribute_sql("c.key")
+COHORT_SPAN: Final = "int8send(s.duration_ns) || boolsend(s.status_code = 2)"
+COHORT_SPAN_BYTES: Final = 9
 SPANS_BY_COHORT: Final = f"""
 SELECT s.pipeline_id, s.stage_id, s.is_root,
        floor(extract(epoch FROM s.start_time) / 60)::int8,
        c.key, left({_VALUE}, {MAX_VALUE_LENGTH}),
-       count(*) FILTER (WHERE s.status_code = 2),
-       string_agg(int8send(s.duration_ns), ''::bytea)
+       string_agg({COHORT_SPAN}, ''::bytea)
 FROM {SPAN} s
 JOIN (
     SELECT p.id AS pipeline_id, d.key FROM {PIPELINE} p
@@ -42,9 +53,27 @@ JOIN (
 {joins_sql()}
 WHERE s.batch_id = ANY(%(batches)b::int8[]) AND s.batch_id BETWEEN %(first)s AND %(last)s
   AND s.stage_id = ANY(%(stages)b::int8[])
+  AND s.attributes ?| %(cohort_keys)b::text[]
   AND {_VALUE} IS NOT NULL
 GROUP BY 1, 2, 3, 4, 5, 6
 """  # noqa: S608 - table names are constants, not input
+
+# Every attribute that is a cohort attribute of some pipeline (besides the defaults).
+COHORT_KEYS: Final = f"SELECT DISTINCT key FROM {COHORT_ATTRIBUTE}"  # noqa: S608
+# The cohort attributes the pipelines add to the defaults.
+PIPELINE_KEYS: Final = (
+    f"SELECT pipeline_id, key FROM {COHORT_ATTRIBUTE} WHERE pipeline_id = ANY(%s::int8[])"  # noqa: S608
+)
+# The value of each key each template has, from the template or else its resource, as
+# attribute_sql reads it for a span whose own attributes lack the key.
+_TEMPLATE_VALUE: Final = "coalesce(t.attributes -> k.key, r.attributes -> k.key) #>> '{}'"
+TEMPLATE_VALUES: Final = f"""
+SELECT t.id, k.key, left({_TEMPLATE_VALUE}, {MAX_VALUE_LENGTH})
+FROM {SPAN_TEMPLATE} t
+LEFT JOIN {RESOURCE} r ON r.id = t.resource_id
+CROSS JOIN unnest(%(keys)b::text[]) AS k(key)
+WHERE t.id = ANY(%(templates)b::int8[]) AND {_TEMPLATE_VALUE} IS NOT NULL
+"""  # noqa: S608
 
 # Values already kept apart on the days a fold touches (the cardinality cap).
 STORED_VALUES: Final = f"""
@@ -174,7 +203,23 @@ TEAMS: Final = f"SELECT id, team_id FROM {PIPELINE} WHERE id = ANY(%s::int8[])" 
 EXPIRE: Final = f"DELETE FROM {COHORT_ROLLUP} WHERE resolution = %s AND bucket_start < %s"  # noqa: S608
 
 
-def durations_ms(concatenated: bytes) -> npt.NDArray[np.float64]:
-    """The durations of the groups' ``durations`` strings (each ``duration_ns`` as
-    PostgreSQL's big-endian int8), joined, in milliseconds."""
-    return np.frombuffer(concatenated, dtype=">i8").astype(np.float64) / 1e6
+@dataclass(frozen=True, slots=True)
+class CohortSpanRecords:
+    duration_ms: npt.NDArray[np.float64]
+    is_error: npt.NDArray[np.bool_]
+
+
+_COHORT_SPAN: Final = np.dtype([("duration_ns", ">i8"), ("is_error", "u1")])
+
+
+def cohort_spans(concatenated: bytes) -> CohortSpanRecords:
+    """The spans of groups' concatenated :data:`COHORT_SPAN` values; ValueError for
+    anything else."""
+    if len(concatenated) % COHORT_SPAN_BYTES:
+        raise ValueError(f"{len(concatenated)} bytes are not whole cohort span records")
+    records = np.frombuffer(concatenated, dtype=_COHORT_SPAN)
+    if np.any(records["is_error"] > 1):
+        raise ValueError("cohort span records do not have the COHORT_SPAN layout")
+    return CohortSpanRecords(
+        records["duration_ns"].astype(np.float64) / 1e6, records["is_error"].astype(np.bool_)
+    )

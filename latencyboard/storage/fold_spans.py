@@ -2,7 +2,9 @@
 
 Spans come as one binary value, their fixed-width :data:`SPAN_RECORD` concatenated
 server-side (five times faster to fetch than a binary ``COPY``, which costs a protocol
-message per row), decoded into columns by :func:`decode` (pure: numpy).
+message per row), decoded into columns by :func:`decode` (pure: numpy). The spans of the
+batches a fold claims also bring what their cohorts are read from (:class:`BatchSpans`):
+their template, and whether their own attributes name a cohort attribute.
 """
 
 from __future__ import annotations
@@ -26,16 +28,22 @@ SPAN_RECORD: Final = (
 """One span as fixed-width binary, for ``string_agg(SPAN_RECORD, '')``: :func:`decode`
 reads the concatenation. Every column is NOT NULL (a NULL would drop the record)."""
 
-_RECORD: Final = np.dtype(
-    [
-        ("pipeline_id", ">i8"),
-        ("stage_id", ">i8"),
-        ("start_us", ">i8"),
-        ("duration_ns", ">i8"),
-        ("is_root", "u1"),
-        ("is_error", "u1"),
-    ]
+_FIELDS: Final = [
+    ("pipeline_id", ">i8"),
+    ("stage_id", ">i8"),
+    ("start_us", ">i8"),
+    ("duration_ns", ">i8"),
+    ("is_root", "u1"),
+    ("is_error", "u1"),
+]
+_RECORD: Final = np.dtype(_FIELDS)
+BATCH_RECORD: Final = (
+    SPAN_RECORD + " || int8send(coalesce(template_id, 0))"
+    " || boolsend(attributes ?| %(cohort_keys)b::text[])"
 )
+""":data:`SPAN_RECORD`, then the span's template id (0 for none) and whether its own
+attributes hold one of ``cohort_keys``."""
+_BATCH_RECORD: Final = np.dtype([*_FIELDS, ("template_id", ">i8"), ("own_cohort_key", "u1")])
 _CLAIM: Final = f"""
 SELECT id, stored_spans FROM {INGEST_BATCH}
 WHERE rolled_up_at IS NULL
@@ -46,7 +54,7 @@ FOR UPDATE SKIP LOCKED
 # The count guards the aggregate, which would skip a record silently were it NULL. The
 # BETWEEN lets the block-range index on batch_id skip most of each partition.
 _BATCH_SPANS: Final = f"""
-SELECT count(*), string_agg({SPAN_RECORD}, ''::bytea) FROM {SPAN}
+SELECT count(*), string_agg({BATCH_RECORD}, ''::bytea) FROM {SPAN}
 WHERE batch_id = ANY(%(batches)b::int8[]) AND batch_id BETWEEN %(first)s AND %(last)s
 """  # noqa: S608 - constant expressions, no input
 # Spans of batches not rolled up yet are left to the folds that will claim them.
@@ -87,16 +95,43 @@ class SpanRecords:
         return len(self.pipeline_id)
 
 
+@dataclass(frozen=True, slots=True)
+class BatchSpans:
+    """The spans of claimed batches, and what their cohort values are read from."""
+
+    records: SpanRecords
+    template_id: npt.NDArray[np.int64]  # 0: the span has no template
+    own_cohort_key: npt.NDArray[np.bool_]  # its own attributes hold a cohort attribute
+
+
+def _records(data: bytes, layout: np.dtype[Any], flags: Sequence[str]) -> npt.NDArray[Any]:
+    if len(data) % layout.itemsize:
+        raise ValueError(f"{len(data)} bytes are not whole {layout.itemsize}-byte span records")
+    records = np.frombuffer(data, dtype=layout)
+    if any(np.any(records[flag] > 1) for flag in flags):
+        raise ValueError("span records do not have the expected layout")
+    return records
+
+
 def decode(data: bytes) -> SpanRecords:
     """Decode concatenated :data:`SPAN_RECORD` values into columns.
 
     Raises ValueError for anything else (a torn record, a boolean that is neither 0 nor 1).
     """
-    if len(data) % _RECORD.itemsize:
-        raise ValueError(f"{len(data)} bytes are not whole {_RECORD.itemsize}-byte span records")
-    records = np.frombuffer(data, dtype=_RECORD)
-    if np.any(records["is_root"] > 1) or np.any(records["is_error"] > 1):
-        raise ValueError("span records do not have the SPAN_RECORD layout")
+    return _span_records(_records(data, _RECORD, ("is_root", "is_error")))
+
+
+def decode_batch(data: bytes) -> BatchSpans:
+    """Decode concatenated :data:`BATCH_RECORD` values; ValueError as :func:`decode`."""
+    records = _records(data, _BATCH_RECORD, ("is_root", "is_error", "own_cohort_key"))
+    return BatchSpans(
+        _span_records(records),
+        records["template_id"].astype(np.int64),
+        records["own_cohort_key"].astype(np.bool_),
+    )
+
+
+def _span_records(records: npt.NDArray[Any]) -> SpanRecords:
     return SpanRecords(
         pipeline_id=records["pipeline_id"].astype(np.int64),
         stage_id=records["stage_id"].astype(np.int64),
@@ -108,10 +143,19 @@ def decode(data: bytes) -> SpanRecords:
 
 
 def _read(cursor: psycopg.Cursor[Any], query: str, params: dict[str, Any]) -> SpanRecords:
+    count, data = _fetch(cursor, query, params)
+    return _counted(decode(data), count)
+
+
+def _fetch(cursor: psycopg.Cursor[Any], query: str, params: dict[str, Any]) -> tuple[int, bytes]:
     row = cursor.execute(query, params, binary=True).fetchone()
     assert row is not None  # an aggregate without GROUP BY returns one row
     count, data = row
-    spans = decode(data or b"")
+    return count, data or b""
+
+
+def _counted(spans: SpanRecords, count: int) -> SpanRecords:
+    """``spans``, if all ``count`` were read (the aggregate would skip a NULL record)."""
     if len(spans) != count:
         raise ValueError(f"read {len(spans)} of {count} spans")
     return spans
@@ -123,11 +167,21 @@ def claim_batches(cursor: psycopg.Cursor[Any], limit: int) -> list[tuple[int, in
     return cursor.execute(_CLAIM, [limit]).fetchall()
 
 
-def batch_spans(cursor: psycopg.Cursor[Any], batches: Sequence[int]) -> SpanRecords:
-    """The spans of ``batches`` (ids in ascending order)."""
-    return _read(
-        cursor, _BATCH_SPANS, {"batches": batches, "first": batches[0], "last": batches[-1]}
-    )
+def batch_spans(
+    cursor: psycopg.Cursor[Any], batches: Sequence[int], cohort_keys: Sequence[str]
+) -> BatchSpans:
+    """The spans of ``batches`` (ids in ascending order), flagged where their own
+    attributes hold one of ``cohort_keys``."""
+    params = {
+        "batches": batches,
+        "first": batches[0],
+        "last": batches[-1],
+        "cohort_keys": list(cohort_keys),
+    }
+    count, data = _fetch(cursor, _BATCH_SPANS, params)
+    spans = decode_batch(data)
+    _counted(spans.records, count)
+    return spans
 
 
 def folded_spans(

@@ -110,7 +110,8 @@ def raw_cohorts(team: Team, unit: str) -> dict[Key, tuple[int, np.ndarray]]:
             FROM spans_spanview s
             CROSS JOIN unnest(ARRAY['model.version', 'service.version']) AS a(key)
             CROSS JOIN (VALUES (false), (true)) AS r(root)
-            WHERE s.team_id = %(team)s AND s.attributes ? a.key AND (s.is_root OR NOT r.root)
+            WHERE s.team_id = %(team)s AND s.attributes ->> a.key IS NOT NULL
+              AND (s.is_root OR NOT r.root)
             GROUP BY 1, 2, 3, 4
             """,
             {"unit": unit, "team": team.pk},
@@ -182,6 +183,33 @@ def test_fold_writes_a_sketch_per_cohort_stage_and_minute(rng, writer):
     assert {stages.get(stage or 0) for stage in model_stages} == {None, "predict", "model_forward"}
     # cache_hit is not a cohort of this pipeline
     assert {key[0] for key in cohort_rows(team, "minute")} == {"model.version", "service.version"}
+
+
+@db
+def test_values_a_span_holds_itself_count_over_its_template(rng, writer):
+    # given a writer that keeps model.version in each span's own row (it has seen more values
+    # of it than a template shares), and spans whose own model.version is a JSON null (no
+    # value) although their template's is v7
+    other = make_team()
+    store(writer, other, requests(rng, 150, [f"v{n}" for n in range(150)], seconds=60))
+    team = make_team()
+    spans = requests(rng, 400, ["v7", "v8"])
+    nulled = [with_attributes(span, {"model.version": None}) for span in requests(rng, 50, ["v7"])]
+    store(writer, team, spans + nulled)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM spans_span WHERE team_id = %s AND attributes ? 'model.version'",
+            [team.pk],
+        )
+        assert cursor.fetchone()[0] == 1000  # the root and model_forward of 500 requests
+
+    # when they are folded
+    fold_all(T0 + dt.timedelta(hours=1))
+
+    # then each cohort row holds exactly the spans whose merged attributes carry its value
+    assert_cohorts_match_spans(team, "minute")
+    values = {v for a, v, _, _ in cohort_rows(team, "minute") if a == "model.version"}
+    assert values == {"v7", "v8"}
 
 
 @db

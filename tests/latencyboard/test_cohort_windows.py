@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
+import pytest
+
 from latencyboard.rollups.cohort_windows import cover_window, finest_cover
-from latencyboard.rollups.cohorts import OTHER, CohortGroup, admit_values
+from latencyboard.rollups.cohorts import OTHER, _sorted_by, admit_values
 from latencyboard.rollups.windows import Resolution, Segment, StoredRows
 
 T = dt.datetime(2026, 3, 10, tzinfo=dt.UTC)
@@ -60,17 +63,27 @@ def test_values_already_stored_that_day_keep_their_place_and_new_ones_fill_the_c
     minute = int(T.timestamp()) // 60
     day = minute * 60 // 86_400 * 86_400
 
-    def group(value: str, spans: int) -> CohortGroup:
-        return CohortGroup(1, 1, False, minute, "model.version", value, 0, b"\0" * 8 * spans)
-
-    groups = [group("v1", 5), group("v2", 50), group("v3", 30), group("v4", 40)]
-
-    stored_as = admit_values(groups, {(1, "model.version", day): {"v1", OTHER}}, cap=3)
-
     key = (1, "model.version", day)
+    counts = {key: {"v1": 5, "v2": 50, "v3": 30, "v4": 40}}
+
+    stored_as = admit_values(counts, {key: {"v1", OTHER}}, cap=3)
+
     assert {value: stored_as[(key, value)] for value in ("v1", "v2", "v3", "v4")} == {
         "v1": "v1",
         "v2": "v2",
         "v3": OTHER,
         "v4": "v4",
     }
+
+
+# --- the fold's sort order (pure) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spread", [10, 2**40], ids=["packed", "too-wide-to-pack"])
+def test_cohort_folds_sort_by_pipeline_cohort_stage_and_minute(spread):
+    rng = np.random.default_rng(5)
+    columns = [rng.integers(0, 4, size=5000) * spread for _ in range(4)]
+
+    order = _sorted_by(columns)
+
+    np.testing.assert_array_equal(order, np.lexsort(columns[::-1]))
