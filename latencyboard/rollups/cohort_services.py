@@ -38,16 +38,19 @@ def fold_cohorts(
     spans: SpanColumns,
     template_id: npt.NDArray[np.int64],
     own_cohort_key: npt.NDArray[np.bool_],
+    read_keys: Collection[str],
     teams: Mapping[int, int],
 ) -> int:
     """Add ``spans`` (those of ``batches`` the fold counts) to the cohort minute rows of
     their pipelines; rows written. ``template_id`` and ``own_cohort_key`` are the spans'
-    (:class:`latencyboard.storage.fold_spans.BatchSpans`)."""
+    (:class:`latencyboard.storage.fold_spans.BatchSpans`, flagged for ``read_keys``); an
+    attribute configured since they were read waits for the next fold."""
     if not len(spans) or not teams:
         return 0
     keys_of: dict[int, set[str]] = {pipeline: set(DEFAULT_COHORT_ATTRIBUTES) for pipeline in teams}
     for pipeline_id, key in cursor.execute(cohort_rows.PIPELINE_KEYS, [list(teams)]).fetchall():
-        keys_of[pipeline_id].add(key)
+        if key in read_keys:
+            keys_of[pipeline_id].add(key)
     keys = sorted(set().union(*keys_of.values()))
     shared = ~own_cohort_key
     templates = np.unique(template_id[shared])

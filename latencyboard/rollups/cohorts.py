@@ -33,6 +33,7 @@ from latencyboard.storage import cohort_rows
 OTHER: Final = "other"
 """The value standing for every value past the cap, in one row per stage and bucket."""
 DAY_SECONDS: Final = 86_400
+_DAY_MINUTES: Final = DAY_SECONDS // 60
 
 DayKey = tuple[int, str, int]  # pipeline, attribute, day (Unix seconds of its midnight)
 Name = tuple[str, str]  # attribute, value
@@ -165,7 +166,7 @@ class CohortDays:
 def cohort_days(entries: CohortSpans) -> CohortDays:
     """The (pipeline, attribute, day, value) of each entry, found with one sort."""
     pipelines, pipeline_of = np.unique(entries.spans.pipeline_id, return_inverse=True)
-    days, day_of_entry = np.unique(entries.spans.minute // 1440, return_inverse=True)
+    days, day_of_entry = np.unique(entries.spans.minute // _DAY_MINUTES, return_inverse=True)
     width = len(entries.names) * len(days)
     key = pipeline_of * width + entries.name * len(days) + day_of_entry
     distinct, of_entry, count = np.unique(key, return_inverse=True, return_counts=True)

@@ -68,13 +68,20 @@ def fold_pending_batches(
         batches = _within_budget(fold_spans.claim_batches(cursor, max_batches), max_spans)
         if not batches:
             return FoldResult(0, 0)
-        read = fold_spans.batch_spans(cursor, batches, cohort_services.cohort_keys(cursor))
+        cohort_keys = cohort_services.cohort_keys(cursor)
+        read = fold_spans.batch_spans(cursor, batches, cohort_keys)
         spans, teams, kept = of_existing_stages(cursor, read.records)
         folds = folding.fold_minutes(spans)
         _add_minutes(cursor, folds, teams)
         counters.add_spans(cursor, spans)
         cohort_services.fold_cohorts(
-            cursor, batches, spans, read.template_id[kept], read.own_cohort_key[kept], teams
+            cursor,
+            batches,
+            spans,
+            read.template_id[kept],
+            read.own_cohort_key[kept],
+            cohort_keys,
+            teams,
         )
         fold_spans.mark_rolled_up(cursor, batches, now)
     logger.info(
