@@ -68,7 +68,10 @@ def reset_rollups(after_batch: int) -> None:
 
 def fold_without_and_with_cohorts(after_batch: int) -> dict[str, Any]:
     """Fold every pending batch without cohort rollups, reset, fold the batches after
-    ``after_batch`` again with cohort rollups; both throughputs and their ratio."""
+    ``after_batch`` again with cohort rollups; both throughputs, their ratio, and the spans
+    per rollup row the fold wrote (how much of its work is rows rather than spans)."""
+    from django.db import connection
+
     from latencyboard.rollups import cohort_services
 
     with_cohorts = cohort_services.fold_cohorts
@@ -79,10 +82,14 @@ def fold_without_and_with_cohorts(after_batch: int) -> dict[str, Any]:
     reset_rollups(after_batch)
     print("bench: folding with cohorts", file=sys.stderr)
     with_ = fold_all()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM rollups_rollup")
+        (rows,) = cursor.fetchone()
     return {
         "without_cohorts": without,
         "with_cohorts": with_,
         "ratio": with_["spans_per_s"] / without["spans_per_s"],
+        "spans_per_rollup_row": with_["spans"] / rows,
     }
 
 
@@ -154,11 +161,7 @@ def busy_fold_phase(team_id: int, minutes: int, scale: float, seed: int) -> dict
             seed=seed + minute,
         )
     reset_rollups(before)
-    figures = fold_without_and_with_cohorts(before)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM rollups_rollup")
-        (rows,) = cursor.fetchone()
-    return {**figures, "spans_per_rollup_row": figures["with_cohorts"]["spans"] / rows}
+    return fold_without_and_with_cohorts(before)
 
 
 def storage_phase(days: int) -> dict[str, Any]:
@@ -309,9 +312,8 @@ def main() -> int:
 
 def report(figures: dict[str, Any]) -> None:
     fold = figures["fold"]
-    rows = figures["storage"]["rollups_rollup"]["rows"]
     print(
-        f"fold ({fold['without_cohorts']['spans'] / rows:,.1f} spans per rollup row): "
+        f"fold ({fold['spans_per_rollup_row']:,.1f} spans per rollup row): "
         f"{fold['without_cohorts']['spans']:,} spans; "
         f"{fold['without_cohorts']['spans_per_s']:,.0f} spans/s without cohorts, "
         f"{fold['with_cohorts']['spans_per_s']:,.0f} with ({fold['ratio']:.0%})"
