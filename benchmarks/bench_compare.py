@@ -9,13 +9,14 @@ Self-contained, against a throwaway PostgreSQL (``_stack.BenchStack``) and Redis
 1. **Load.** ``backfill_demo`` writes ``--days`` of the three demo pipelines' traffic as
    pending batches.
 2. **Fold twice, in the same run.** Every batch is folded without cohort rollups (the
-   cohort hook replaced by a no-op), the rollups, SLA counters and batch marks are reset,
+   cohort folds left empty), the rollups, SLA counters and batch marks are reset,
    and every batch is folded again with them; then compaction, timed, and compaction again
    with nothing new (its cost follows new work, not the rows stored). Throughputs in
    spans/s and their ratio. ``--profile PATH`` writes a cProfile of the cohort fold there
    and one of the compare requests next to it (``PATH.compare.prof``).
 3. **Storage.** Bytes (heap, TOAST and indexes; indexes also apart) and rows of the rollup
-   and the cohort rollup tables, per day of history.
+   and the cohort rollup tables, per day of history; "without cohorts" leaves out what rollup
+   rows hold for them (``Rollup.cohorts``).
 4. **Compare API.** ``GET /api/compare/`` through Django's test Client (production settings,
    a team viewer) on the busiest pipeline: two windows of 1 h, 24 h, 7 d and 28 d (the
    latest against the one before), and ``model.version`` v7 against v8 over the last 7 d;
@@ -74,11 +75,11 @@ def fold_without_and_with_cohorts(after_batch: int) -> dict[str, Any]:
 
     from latencyboard.rollups import cohort_services
 
-    with_cohorts = cohort_services.fold_cohorts
-    cohort_services.fold_cohorts = lambda *args, **kwargs: 0
+    with_cohorts = cohort_services.cohort_minutes
+    cohort_services.cohort_minutes = lambda *args, **kwargs: []
     print("bench: folding without cohorts", file=sys.stderr)
     without = fold_all()
-    cohort_services.fold_cohorts = with_cohorts
+    cohort_services.cohort_minutes = with_cohorts
     reset_rollups(after_batch)
     print("bench: folding with cohorts", file=sys.stderr)
     with_ = fold_all()
@@ -182,9 +183,17 @@ def storage_phase(days: int) -> dict[str, Any]:
                 "rows": rows,
                 "bytes_per_day": size / days,
             }
+        # What rollup rows hold for cohorts (the values minutes stand for, Rollup.cohorts).
+        cursor.execute("SELECT coalesce(sum(pg_column_size(cohorts)), 0) FROM rollups_rollup")
+        (in_rollups,) = cursor.fetchone()
     rollups = sizes["rollups_rollup"]["bytes_per_day"]
     cohorts = sizes["rollups_cohortrollup"]["bytes_per_day"]
-    return {**sizes, "per_day_without": rollups, "per_day_with": rollups + cohorts}
+    return {
+        **sizes,
+        "cohort_bytes_in_rollups": in_rollups,
+        "per_day_without": rollups - in_rollups / days,
+        "per_day_with": rollups + cohorts,
+    }
 
 
 def timed(client: Any, params: dict[str, str], requests: int) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def cohort_keys(cursor: psycopg.Cursor[Any]) -> list[str]:
     return sorted({*DEFAULT_COHORT_ATTRIBUTES, *configured})
 
 
-def fold_cohorts(
+def cohort_minutes(
     cursor: psycopg.Cursor[Any],
     batches: Sequence[int],
     spans: SpanColumns,
@@ -40,13 +40,14 @@ def fold_cohorts(
     own_cohort_key: npt.NDArray[np.bool_],
     read_keys: Collection[str],
     teams: Mapping[int, int],
-) -> int:
-    """Add ``spans`` (those of ``batches`` the fold counts) to the cohort minute rows of
-    their pipelines; rows written. ``template_id`` and ``own_cohort_key`` are the spans'
+) -> list[CohortFold]:
+    """The cohort minute folds of ``spans`` (those of ``batches`` the fold counts), values past
+    the cap as :data:`~latencyboard.rollups.cohorts.OTHER`; nothing written yet.
+    ``template_id`` and ``own_cohort_key`` are the spans'
     (:class:`latencyboard.storage.fold_spans.BatchSpans`, flagged for ``read_keys``); an
     attribute configured since they were read waits for the next fold."""
     if not len(spans) or not teams:
-        return 0
+        return []
     keys_of: dict[int, set[str]] = {pipeline: set(DEFAULT_COHORT_ATTRIBUTES) for pipeline in teams}
     for pipeline_id, key in cursor.execute(cohort_rows.PIPELINE_KEYS, [list(teams)]).fetchall():
         if key in read_keys:
@@ -77,7 +78,7 @@ def fold_cohorts(
         parts.append(cohorts.from_groups([CohortGroup(*row) for row in cursor.fetchall()]))
     entries = cohorts.joined(parts)
     if not len(entries):
-        return 0
+        return []
     minutes = entries.spans.minute
     cursor.execute(
         cohort_rows.STORED_VALUES,
@@ -93,8 +94,16 @@ def fold_cohorts(
     days = cohorts.cohort_days(entries)
     counts = cohorts.value_counts(days)
     stored_as = cohorts.admit_values(counts, stored, settings.COHORT_VALUES_PER_DAY)
-    folds = cohorts.fold_cohort_minutes(entries, days, stored_as)
-    _add_minutes(cursor, folds, teams)
+    return cohorts.fold_cohort_minutes(entries, days, stored_as)
+
+
+def add_minutes(
+    cursor: psycopg.Cursor[Any], folds: Sequence[CohortFold], teams: Mapping[int, int]
+) -> int:
+    """Add ``folds`` (sorted as :func:`~latencyboard.rollups.cohorts.to_store` leaves them)
+    to the cohort minute rows; rows written."""
+    if folds:
+        _add_minutes(cursor, folds, teams)
     return len(folds)
 
 
@@ -170,6 +179,17 @@ def compact_cohorts(cursor: psycopg.Cursor[Any], *, hours: Buckets, days: Bucket
             cursor.execute(cohort_rows.REPLACE, {"resolution": coarse, **_columns(folds, teams)})
             written += len(folds)
     return written
+
+
+def materialize(
+    cursor: psycopg.Cursor[Any], pipelines: Sequence[int], start: dt.datetime, end: dt.datetime
+) -> None:
+    """Store apart the cohort rows the pipelines' rollup minutes in ``[start, end)`` stand
+    for, before a rebuild replaces those minutes: cohort rows are never recomputed from raw
+    spans, and the rebuilt minutes stand for none."""
+    cursor.execute(
+        cohort_rows.MATERIALIZE, {"pipelines": list(pipelines), "start": start, "end": end}
+    )
 
 
 def expire_cohorts(cursor: psycopg.Cursor[Any], kept_from: Mapping[str, dt.datetime]) -> int:

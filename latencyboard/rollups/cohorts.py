@@ -241,6 +241,68 @@ def fold_cohort_minutes(
     ]
 
 
+MinuteKey = tuple[int, int | None, int]  # pipeline, stage (None: end to end), bucket start
+
+
+def sole_values(
+    folds: Iterable[CohortFold], counts: Mapping[MinuteKey, int]
+) -> dict[MinuteKey, dict[str, str]]:
+    """For each rollup key, the cohort attributes that one value covers all of: a single fold
+    of the attribute there, counting all ``counts[key]`` spans the fold adds to the key's
+    rollup row. Those folds equal the rollup's and are not stored apart (``Rollup.cohorts``)."""
+    only: dict[tuple[MinuteKey, str], CohortFold | None] = {}
+    for fold in folds:
+        at = ((fold.pipeline_id, fold.stage_id, fold.bucket), fold.attribute)
+        only[at] = None if at in only else fold
+    sole: dict[MinuteKey, dict[str, str]] = defaultdict(dict)
+    for (key, attribute), single in only.items():
+        if single is not None and single.sketch.count == counts.get(key):
+            sole[key][attribute] = single.value
+    return dict(sole)
+
+
+def still_sole(stored: Mapping[str, str], added: Mapping[str, str]) -> dict[str, str]:
+    """The attributes of a rollup row's ``cohorts`` that the spans ``added`` to it all carry
+    with the same value: the row still stands for those cohorts."""
+    return {key: value for key, value in stored.items() if added.get(key) == value}
+
+
+def to_store(
+    folds: Sequence[CohortFold],
+    elided: Mapping[MinuteKey, Mapping[str, str]],
+    materialized: Sequence[CohortFold] = (),
+) -> list[CohortFold]:
+    """The cohort rows a fold writes: ``folds`` (as :func:`fold_cohort_minutes` sorts them)
+    but those a rollup row stands for (``elided``), with the cohort rows rollup rows stopped
+    standing for (``materialized``) merged in; sorted by key with end to end first, the
+    order rows are locked in."""
+    stored = [f for f in folds if elided.get(_minute(f), {}).get(f.attribute) != f.value]
+    if not materialized:
+        return stored
+    kept: dict[tuple[int, str, str, int | None, int], CohortFold] = {}
+    for fold in itertools.chain(stored, materialized):
+        same = kept.get(fold.key)
+        kept[fold.key] = (
+            fold
+            if same is None
+            else dataclasses.replace(
+                same,
+                error_count=same.error_count + fold.error_count,
+                sketch=merge_many([same.sketch, fold.sketch]),
+            )
+        )
+    return sorted(kept.values(), key=_lock_order)
+
+
+def _minute(fold: CohortFold) -> MinuteKey:
+    return (fold.pipeline_id, fold.stage_id, fold.bucket)
+
+
+def _lock_order(fold: CohortFold) -> tuple[Any, ...]:
+    stage = fold.stage_id
+    return (fold.pipeline_id, fold.attribute, fold.value, stage or 0, fold.bucket)
+
+
 def _sorted_by(columns: Sequence[IntArray]) -> IntArray:
     """The order that sorts by ``columns``, the first most significant: one sort of a single
     key (each column's dense rank, packed) where it fits in 63 bits, else a lexsort."""

@@ -96,6 +96,10 @@ def compact_rollups(now: dt.datetime) -> CompactionResult:
         fold_lock.take_exclusive(cursor)
         hours = compact_level(cursor, HOURS, end=complete, kept_from=minutes_from)
         days = compact_level(cursor, DAYS, end=floor_to(complete, DAY), kept_from=hours_from)
+        # Before the minutes expire: rollup minutes stand for cohort minutes too.
+        cohort_rows = cohort_services.compact_cohorts(
+            cursor, hours=hours.buckets, days=days.buckets
+        )
         deleted = sum(
             rollup_rows.delete_older(cursor, resolution, before)
             for resolution, before in (
@@ -103,9 +107,6 @@ def compact_rollups(now: dt.datetime) -> CompactionResult:
                 ("hour", hours_from),
                 ("day", days_from),
             )
-        )
-        cohort_rows = cohort_services.compact_cohorts(
-            cursor, hours=hours.buckets, days=days.buckets
         )
         cohort_deleted = cohort_services.expire_cohorts(
             cursor, {"minute": minutes_from, "hour": hours_from, "day": days_from}

@@ -59,12 +59,19 @@ class Rollup(LatencyRow):
     """Latency of one pipeline stage over one minute, hour or day.
 
     ``stage`` is empty for end-to-end latency (the pipeline's root spans).
+
+    ``cohorts`` (minute rows only) maps each cohort attribute that every span of the row
+    carries with one value to that value: the row is that cohort's row too, which is not
+    stored apart (most minutes of a stage see one ``service.version``, and writing the same
+    sketch twice doubled a fold's rows). Cohort reads see both
+    (``latencyboard.storage.tables.COHORT_ROWS``).
     """
 
     pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="rollups")
     stage = models.ForeignKey(
         Stage, null=True, blank=True, on_delete=models.CASCADE, related_name="rollups"
     )
+    cohorts = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = _identity(

@@ -82,6 +82,7 @@ def rebuild_rollups(
                 "SLA counters were folded from every span and cannot be rebuilt."
             )
         teams = {pipeline_id: team.pk for pipeline_id in pipelines}
+        cohort_services.materialize(cursor, pipelines, start, end)
         rollup_rows.delete_range(
             cursor, pipelines, start=start, end=end, days_start=days_start, days_end=days_end
         )

@@ -27,7 +27,8 @@ from django.db import transaction
 
 from latencyboard.db import psycopg_cursor
 from latencyboard.live.coalescing import Coalescer, Touched
-from latencyboard.rollups import cohort_services, folding
+from latencyboard.rollups import cohort_services, cohorts, folding
+from latencyboard.rollups.cohorts import CohortFold, MinuteKey
 from latencyboard.rollups.folding import Fold, SpanColumns
 from latencyboard.rollups.publishing import publish_touched
 from latencyboard.sketches.sketch import Sketch
@@ -72,9 +73,7 @@ def fold_pending_batches(
         read = fold_spans.batch_spans(cursor, batches, cohort_keys)
         spans, teams, kept = of_existing_stages(cursor, read.records)
         folds = folding.fold_minutes(spans)
-        _add_minutes(cursor, folds, teams)
-        counters.add_spans(cursor, spans)
-        cohort_services.fold_cohorts(
+        cohort_folds = cohort_services.cohort_minutes(
             cursor,
             batches,
             spans,
@@ -82,6 +81,13 @@ def fold_pending_batches(
             read.own_cohort_key[kept],
             cohort_keys,
             teams,
+        )
+        counts = {(f.pipeline_id, f.stage_id, f.bucket): f.sketch.count for f in folds}
+        sole = cohorts.sole_values(cohort_folds, counts)
+        elided, materialized = _add_minutes(cursor, folds, teams, sole)
+        counters.add_spans(cursor, spans)
+        cohort_services.add_minutes(
+            cursor, cohorts.to_store(cohort_folds, elided, materialized), teams
         )
         fold_spans.mark_rolled_up(cursor, batches, now)
     logger.info(
@@ -157,19 +163,43 @@ def of_existing_stages(
     return spans, {pipeline_id: team_id for _, pipeline_id, team_id in rows}, keep
 
 
-def _add_minutes(cursor: psycopg.Cursor[Any], folds: Sequence[Fold], teams: dict[int, int]) -> None:
-    """Insert the minutes nobody has yet; merge the others into their rows, under row locks."""
-    inserted = rollup_rows.add_new(cursor, "minute", folds, teams)
+Elided = dict[MinuteKey, dict[str, str]]
+
+
+def _add_minutes(
+    cursor: psycopg.Cursor[Any], folds: Sequence[Fold], teams: dict[int, int], sole: Elided
+) -> tuple[Elided, list[CohortFold]]:
+    """Insert the minutes nobody has yet; merge the others into their rows, under row locks.
+
+    A new row stands for the cohorts ``sole`` gives its key (``Rollup.cohorts``); a row
+    merged into keeps standing for those the added spans all share, and each cohort it
+    stops standing for becomes a cohort row of its own, what the row held until now.
+    Returns the cohorts rows stand for after this fold, and those cohort rows."""
+    inserted = rollup_rows.add_new(cursor, "minute", folds, teams, sole)
+    elided = {key: sole[key] for key in inserted if key in sole}
     existing = [f for f in folds if (f.pipeline_id, f.stage_id, f.bucket) not in inserted]
     if not existing:
-        return
+        return elided, []
     rows = rollup_rows.lock_minutes(
         cursor, [(f.pipeline_id, f.stage_id, f.bucket) for f in existing]
     )
     merged = []
+    materialized: list[CohortFold] = []
     for fold in existing:
-        row_id, errors, blob = rows[(fold.pipeline_id, fold.stage_id, fold.bucket)]
+        key = (fold.pipeline_id, fold.stage_id, fold.bucket)
+        row_id, errors, blob, stored = rows[key]
+        kept = cohorts.still_sole(stored, sole.get(key, {}))
+        if len(kept) < len(stored):
+            held = Sketch.from_bytes(blob)
+            materialized.extend(
+                CohortFold(fold.pipeline_id, a, v, fold.stage_id, fold.bucket, errors, held)
+                for a, v in stored.items()
+                if a not in kept
+            )
+        if kept:
+            elided[key] = kept
         sketch = Sketch.from_bytes(blob)
         sketch.merge(fold.sketch)
-        merged.append((row_id, errors + fold.error_count, sketch))
+        merged.append((row_id, errors + fold.error_count, sketch, kept))
     rollup_rows.update(cursor, merged)
+    return elided, materialized

@@ -1,5 +1,8 @@
 """The SQL that reads whole-window sketches from rollups and cohort rollups (pure: no Django).
 
+Cohort rows are read through the view of every cohort row, those rollup minutes stand for
+(``Rollup.cohorts``) included.
+
 A window is a list of segments (one resolution over a time range, see
 :mod:`latencyboard.rollups.cohort_windows`); each segment is one range scan of the table's
 window index, joined with UNION ALL.
@@ -11,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from latencyboard.rollups.windows import Segment
-from latencyboard.storage.tables import COHORT_ROLLUP, ROLLUP
+from latencyboard.storage.tables import COHORT_ROWS, ROLLUP
 
 END_TO_END: Final = 0
 """The series of end-to-end latency in the rows read here; stage ids start at 1."""
@@ -21,7 +24,7 @@ SELECT %s::int, coalesce(stage_id, {END_TO_END}), sketch FROM {ROLLUP}
 WHERE pipeline_id = %s AND resolution = %s AND bucket_start >= %s AND bucket_start < %s
 """  # noqa: S608 - constant names
 _COHORT_SEGMENT: Final = f"""
-SELECT value, coalesce(stage_id, {END_TO_END}), error_count, sketch FROM {COHORT_ROLLUP}
+SELECT value, coalesce(stage_id, {END_TO_END}), error_count, sketch FROM {COHORT_ROWS}
 WHERE pipeline_id = %s AND attribute = %s AND resolution = %s
   AND bucket_start >= %s AND bucket_start < %s {{values}}
 """  # noqa: S608
@@ -53,7 +56,7 @@ def cohort_sketches(
 
 
 _VERSION_SEGMENT: Final = f"""
-SELECT attribute, value, bucket_start, %s, sum(count) FROM {COHORT_ROLLUP}
+SELECT attribute, value, bucket_start, %s, sum(count) FROM {COHORT_ROWS}
 WHERE pipeline_id = %s AND attribute = ANY(%s) AND resolution = %s
   AND bucket_start >= %s AND bucket_start < %s
 GROUP BY 1, 2, 3

@@ -21,8 +21,10 @@ from latencyboard.storage.span_templates import attribute_sql, joins_sql
 from latencyboard.storage.tables import (
     COHORT_ATTRIBUTE,
     COHORT_ROLLUP,
+    COHORT_ROWS,
     PIPELINE,
     RESOURCE,
+    ROLLUP,
     SPAN,
     SPAN_TEMPLATE,
 )
@@ -79,7 +81,7 @@ WHERE t.id = ANY(%(templates)b::int8[]) AND {_TEMPLATE_VALUE} IS NOT NULL
 STORED_VALUES: Final = f"""
 SELECT DISTINCT pipeline_id, attribute,
        extract(epoch FROM date_bin('1 day', bucket_start, 'epoch'))::int8, value
-FROM {COHORT_ROLLUP}
+FROM {COHORT_ROWS}
 WHERE pipeline_id = ANY(%(pipelines)b::int8[]) AND resolution IN ('minute', 'hour')
   AND bucket_start >= to_timestamp(%(first_day)s) AND bucket_start < to_timestamp(%(end_day)s)
 """  # noqa: S608
@@ -121,7 +123,8 @@ _KEYS: Final = """unnest(
 
 
 def _rows_of_each_key(buckets: str) -> str:
-    """The rows of each key of :data:`_KEYS` whose bucket start meets ``buckets``, as ``r``."""
+    """The cohort table's rows of each key of :data:`_KEYS` whose bucket start meets
+    ``buckets``, as ``r``."""
     return f"""CROSS JOIN LATERAL (
     SELECT * FROM {COHORT_ROLLUP} c
     WHERE c.pipeline_id = k.pipeline_id AND c.attribute = k.attribute
@@ -130,6 +133,35 @@ def _rows_of_each_key(buckets: str) -> str:
       AND (c.stage_id = k.stage_id OR (c.stage_id IS NULL AND k.stage_id IS NULL))
     OFFSET 0
 ) r"""  # noqa: S608 - a constant table name, values are parameters
+
+
+def _in_bucket(row: str) -> str:
+    """Row ``row``'s bucket starts within the ``%(width)s`` wide bucket of key ``k``."""
+    return (
+        f"{row}.bucket_start >= to_timestamp(k.bucket)"
+        f" AND {row}.bucket_start < to_timestamp(k.bucket) + %(width)s"
+    )
+
+
+def _cohort_rows_in_each_key() -> str:
+    """Every cohort row within the bucket of each key of :data:`_KEYS`, as ``r`` (bucket
+    start, error count, sketch): the cohort table's, and the rollup rows that stand for the
+    key's cohort (``Rollup.cohorts``), each probed through its identity index (for rollups,
+    one arm for stages and one, run only for None, for end to end)."""
+    rollups = f"""SELECT r.bucket_start, r.error_count, r.sketch FROM {ROLLUP} r
+    WHERE r.pipeline_id = k.pipeline_id AND r.resolution = %(resolution)s
+      AND {_in_bucket("r")} AND r.cohorts ->> k.attribute = k.value"""  # noqa: S608
+    return f"""CROSS JOIN LATERAL (
+    SELECT c.bucket_start, c.error_count, c.sketch FROM {COHORT_ROLLUP} c
+    WHERE c.pipeline_id = k.pipeline_id AND c.attribute = k.attribute
+      AND c.resolution = %(resolution)s AND {_in_bucket("c")}
+      AND c.value = k.value
+      AND (c.stage_id = k.stage_id OR (c.stage_id IS NULL AND k.stage_id IS NULL))
+    UNION ALL
+    {rollups} AND r.stage_id = k.stage_id
+    UNION ALL
+    {rollups} AND k.stage_id IS NULL AND r.stage_id IS NULL
+) r"""  # noqa: S608 - constant table names, values are parameters
 
 
 # Locked in the order the rows were inserted in, so two folds never wait in a cycle.
@@ -173,13 +205,25 @@ WITH RECURSIVE dirty AS (
 )
 SELECT f.pipeline_id, f.attribute, f.value, f.stage_id, f.bucket
 FROM (
-    SELECT r.pipeline_id, r.attribute, r.value, r.stage_id, d.bucket, sum(r.count) AS count
-    FROM dirty d
-    JOIN attributes a ON a.pipeline_id = d.pipeline_id AND a.attribute IS NOT NULL
-    JOIN {COHORT_ROLLUP} r
-      ON r.pipeline_id = d.pipeline_id AND r.attribute = a.attribute
-     AND r.resolution = %(fine)s AND r.bucket_start >= to_timestamp(d.bucket)
-     AND r.bucket_start < to_timestamp(d.bucket) + %(width)s
+    SELECT pipeline_id, attribute, value, stage_id, bucket, sum(count) AS count
+    FROM (
+        SELECT r.pipeline_id, r.attribute, r.value, r.stage_id, d.bucket, r.count
+        FROM dirty d
+        JOIN attributes a ON a.pipeline_id = d.pipeline_id AND a.attribute IS NOT NULL
+        JOIN {COHORT_ROLLUP} r
+          ON r.pipeline_id = d.pipeline_id AND r.attribute = a.attribute
+         AND r.resolution = %(fine)s AND r.bucket_start >= to_timestamp(d.bucket)
+         AND r.bucket_start < to_timestamp(d.bucket) + %(width)s
+        UNION ALL
+        SELECT r.pipeline_id, e.key, e.value, r.stage_id, d.bucket, r.count
+        FROM dirty d
+        JOIN {ROLLUP} r
+          ON r.pipeline_id = d.pipeline_id AND r.resolution = %(fine)s
+         AND r.bucket_start >= to_timestamp(d.bucket)
+         AND r.bucket_start < to_timestamp(d.bucket) + %(width)s
+        CROSS JOIN LATERAL jsonb_each_text(r.cohorts) AS e(key, value)
+        WHERE r.cohorts IS NOT NULL
+    ) fine
     GROUP BY 1, 2, 3, 4, 5
 ) f
 LEFT JOIN {COHORT_ROLLUP} c
@@ -189,18 +233,28 @@ LEFT JOIN {COHORT_ROLLUP} c
 WHERE c.id IS NULL OR c.count < f.count
 ORDER BY 1, 2, 3, 4 NULLS FIRST, 5
 """  # noqa: S608
-_IN_BUCKET: Final = (
-    "c.bucket_start >= to_timestamp(k.bucket)\n"
-    "      AND c.bucket_start < to_timestamp(k.bucket) + %(width)s"
-)
 FINE_ROWS: Final = f"""
 SELECT k.pipeline_id, k.attribute, k.value, k.stage_id, k.bucket, r.error_count, r.sketch
 FROM {_KEYS}
-{_rows_of_each_key(_IN_BUCKET)}
+{_cohort_rows_in_each_key()}
 ORDER BY k.position, r.bucket_start
 """  # noqa: S608
 TEAMS: Final = f"SELECT id, team_id FROM {PIPELINE} WHERE id = ANY(%s::int8[])"  # noqa: S608
 EXPIRE: Final = f"DELETE FROM {COHORT_ROLLUP} WHERE resolution = %s AND bucket_start < %s"  # noqa: S608
+# The cohort rows the pipelines' rollup minutes in [start, end) stand for, stored apart:
+# before a rebuild replaces those minutes from raw spans (cohort rows are never rebuilt).
+MATERIALIZE: Final = f"""
+INSERT INTO {COHORT_ROLLUP} (
+    team_id, pipeline_id, attribute, value, stage_id, resolution, bucket_start,
+    count, error_count, sum_ms, min_ms, max_ms, sketch
+)
+SELECT r.team_id, r.pipeline_id, e.key, e.value, r.stage_id, r.resolution, r.bucket_start,
+       r.count, r.error_count, r.sum_ms, r.min_ms, r.max_ms, r.sketch
+FROM {ROLLUP} r
+CROSS JOIN LATERAL jsonb_each_text(r.cohorts) AS e(key, value)
+WHERE r.pipeline_id = ANY(%(pipelines)s::int8[]) AND r.resolution = 'minute'
+  AND r.bucket_start >= %(start)s AND r.bucket_start < %(end)s AND r.cohorts IS NOT NULL
+"""  # noqa: S608 - constant table names, no input
 
 
 @dataclass(frozen=True, slots=True)

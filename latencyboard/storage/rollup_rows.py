@@ -8,7 +8,8 @@ how the writers take turns.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import psycopg
@@ -17,6 +18,12 @@ from latencyboard.sketches.sketch import Sketch, to_bytes_many
 from latencyboard.storage.tables import PIPELINE, ROLLUP
 
 Key = tuple[int, int | None, int]  # pipeline, stage (None: end to end), bucket (Unix seconds)
+Cohorts = Mapping[str, str]  # Rollup.cohorts: cohort attribute -> the value of every span
+
+
+def _json(cohorts: Cohorts | None) -> str | None:
+    """``Rollup.cohorts`` as the statements pass it: JSON text, or NULL for none."""
+    return json.dumps(dict(sorted(cohorts.items()))) if cohorts else None
 
 
 class Row(Protocol):
@@ -37,17 +44,17 @@ class Row(Protocol):
 _INSERT: Final = f"""
 INSERT INTO {ROLLUP} AS r (
     team_id, pipeline_id, stage_id, resolution, bucket_start,
-    count, error_count, sum_ms, min_ms, max_ms, sketch
+    count, error_count, sum_ms, min_ms, max_ms, sketch, cohorts
 )
 SELECT u.team_id, u.pipeline_id, u.stage_id, %(resolution)s, to_timestamp(u.bucket),
-       u.count, u.error_count, u.sum_ms, u.min_ms, u.max_ms, u.sketch
+       u.count, u.error_count, u.sum_ms, u.min_ms, u.max_ms, u.sketch, u.cohorts::jsonb
 FROM unnest(
     %(team)b::int8[], %(pipeline)b::int8[], %(stage)b::int8[], %(bucket)b::int8[],
     %(count)b::int8[], %(errors)b::int8[], %(sum)b::float8[], %(min)b::float8[],
-    %(max)b::float8[], %(sketch)b::bytea[]
+    %(max)b::float8[], %(sketch)b::bytea[], %(cohorts)b::text[]
 ) WITH ORDINALITY AS u(
     team_id, pipeline_id, stage_id, bucket, count, error_count, sum_ms, min_ms, max_ms, sketch,
-    position
+    cohorts, position
 )
 ORDER BY u.position
 ON CONFLICT ON CONSTRAINT rollup_identity_unique DO
@@ -92,7 +99,8 @@ _WITHIN_BUCKET: Final = (
 # Locks in the order the rows were inserted in, so that two folds never wait on each other
 # in a cycle.
 _LOCK_ROWS: Final = f"""
-SELECT id, pipeline_id, stage_id, extract(epoch FROM bucket_start)::int8, error_count, sketch
+SELECT id, pipeline_id, stage_id, extract(epoch FROM bucket_start)::int8, error_count, sketch,
+       cohorts::text
 FROM {ROLLUP}
 WHERE id IN ({_of_keys("r.id", _SAME_BUCKET)})
 ORDER BY pipeline_id, stage_id NULLS FIRST, bucket_start
@@ -101,11 +109,11 @@ FOR UPDATE
 _UPDATE_ROWS: Final = f"""
 UPDATE {ROLLUP} r
 SET count = u.count, error_count = u.error_count, sum_ms = u.sum_ms, min_ms = u.min_ms,
-    max_ms = u.max_ms, sketch = u.sketch
+    max_ms = u.max_ms, sketch = u.sketch, cohorts = u.cohorts::jsonb
 FROM unnest(
     %(id)b::int8[], %(count)b::int8[], %(errors)b::int8[], %(sum)b::float8[],
-    %(min)b::float8[], %(max)b::float8[], %(sketch)b::bytea[]
-) AS u(id, count, error_count, sum_ms, min_ms, max_ms, sketch)
+    %(min)b::float8[], %(max)b::float8[], %(sketch)b::bytea[], %(cohorts)b::text[]
+) AS u(id, count, error_count, sum_ms, min_ms, max_ms, sketch, cohorts)
 WHERE r.id = u.id
 """  # noqa: S608 - a constant table name, no input
 # A coarse bucket needs recomputing when its row is missing or its count is not the sum of
@@ -144,8 +152,14 @@ WHERE pipeline_id = ANY(%(pipelines)b::int8[]) AND (
 _TEAMS: Final = f"SELECT id, team_id FROM {PIPELINE} WHERE id = ANY(%b::int8[])"  # noqa: S608
 
 
-def _columns(rows: Sequence[Row], teams: dict[int, int]) -> dict[str, list[Any]]:
+def _columns(
+    rows: Sequence[Row], teams: dict[int, int], cohorts: Mapping[Key, Cohorts] | None = None
+) -> dict[str, list[Any]]:
+    cohorts = cohorts or {}
     return {
+        "cohorts": [
+            _json(cohorts.get((row.pipeline_id, row.stage_id, row.bucket))) for row in rows
+        ],
         "team": [teams[row.pipeline_id] for row in rows],
         "pipeline": [row.pipeline_id for row in rows],
         "stage": [row.stage_id for row in rows],
@@ -168,12 +182,17 @@ def _keys(keys: Sequence[Key]) -> dict[str, list[Any]]:
 
 
 def add_new(
-    cursor: psycopg.Cursor[Any], resolution: str, rows: Sequence[Row], teams: dict[int, int]
+    cursor: psycopg.Cursor[Any],
+    resolution: str,
+    rows: Sequence[Row],
+    teams: dict[int, int],
+    cohorts: Mapping[Key, Cohorts] | None = None,
 ) -> set[Key]:
-    """Insert the rows nobody has yet (``teams`` by pipeline); returns the keys inserted."""
+    """Insert the rows nobody has yet (``teams`` by pipeline), each with its ``cohorts``
+    (``Rollup.cohorts``) if any; returns the keys inserted."""
     if not rows:
         return set()
-    cursor.execute(_ADD_NEW, {"resolution": resolution, **_columns(rows, teams)})
+    cursor.execute(_ADD_NEW, {"resolution": resolution, **_columns(rows, teams, cohorts)})
     return {(p, s, b) for p, s, b in cursor.fetchall()}
 
 
@@ -187,24 +206,28 @@ def replace(
 
 def lock_minutes(
     cursor: psycopg.Cursor[Any], keys: Sequence[Key]
-) -> dict[Key, tuple[int, int, bytes]]:
-    """Lock the minute rows of ``keys``; ``(id, error count, sketch)`` by key."""
+) -> dict[Key, tuple[int, int, bytes, Cohorts]]:
+    """Lock the minute rows of ``keys``; ``(id, error count, sketch, cohorts)`` by key."""
     cursor.execute(_LOCK_ROWS, {"resolution": "minute", **_keys(keys)})
-    return {(p, s, b): (row_id, errors, blob) for row_id, p, s, b, errors, blob in cursor}
+    return {
+        (p, s, b): (row_id, errors, blob, json.loads(cohorts) if cohorts else {})
+        for row_id, p, s, b, errors, blob, cohorts in cursor
+    }
 
 
-def update(cursor: psycopg.Cursor[Any], rows: Sequence[tuple[int, int, Sketch]]) -> None:
-    """Overwrite rows ``(id, error count, sketch)``."""
+def update(cursor: psycopg.Cursor[Any], rows: Sequence[tuple[int, int, Sketch, Cohorts]]) -> None:
+    """Overwrite rows ``(id, error count, sketch, cohorts)``."""
     cursor.execute(
         _UPDATE_ROWS,
         {
-            "id": [row_id for row_id, _, _ in rows],
-            "count": [sketch.count for _, _, sketch in rows],
-            "errors": [errors for _, errors, _ in rows],
-            "sum": [sketch.sum for _, _, sketch in rows],
-            "min": [sketch.min for _, _, sketch in rows],
-            "max": [sketch.max for _, _, sketch in rows],
-            "sketch": to_bytes_many([sketch for _, _, sketch in rows]),
+            "id": [row[0] for row in rows],
+            "count": [row[2].count for row in rows],
+            "errors": [row[1] for row in rows],
+            "sum": [row[2].sum for row in rows],
+            "min": [row[2].min for row in rows],
+            "max": [row[2].max for row in rows],
+            "sketch": to_bytes_many([row[2] for row in rows]),
+            "cohorts": [_json(row[3]) for row in rows],
         },
     )
 

@@ -14,6 +14,8 @@ STAGE: Final = "pipelines_stage"
 STAGE_RULE: Final = "pipelines_stagerule"
 ROLLUP: Final = "rollups_rollup"
 COHORT_ROLLUP: Final = "rollups_cohortrollup"
+# Every cohort row, those a rollup minute row stands for included (read-only, see Rollup.cohorts)
+COHORT_ROWS: Final = "rollups_cohortrows"
 COHORT_ATTRIBUTE: Final = "pipelines_cohortattribute"
 STAGE_SHARE: Final = "rollups_stageshare"
 STAGE_SHARE_WATERMARK: Final = "rollups_stagesharewatermark"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -18,9 +19,8 @@ from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.pipelines.models import CohortAttribute, Pipeline
-from latencyboard.rollups import compaction, services
+from latencyboard.rollups import compaction, rebuild, services
 from latencyboard.rollups.cohorts import OTHER
-from latencyboard.rollups.models import CohortRollup
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.teams.models import Team
 from tests.factories import make_team
@@ -122,9 +122,40 @@ def raw_cohorts(team: Team, unit: str) -> dict[Key, tuple[int, np.ndarray]]:
         }
 
 
-def cohort_rows(team: Team, resolution: str) -> dict[Key, CohortRollup]:
-    rows = CohortRollup.objects.filter(team=team, resolution=resolution)
-    return {(r.attribute, r.value, r.stage_id, r.bucket_start): r for r in rows}
+@dataclass(frozen=True)
+class CohortRow:
+    attribute: str
+    value: str
+    stage_id: int | None
+    bucket_start: dt.datetime
+    count: int
+    error_count: int
+    sketch: bytes
+
+
+def stored_cohort_rows(
+    team: Team, resolution: str, attribute: str | None = None
+) -> list[CohortRow]:
+    """Every cohort row of the team (of ``attribute`` unless None), those rollup minutes stand
+    for included."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT attribute, value, stage_id, bucket_start, count, error_count, sketch
+            FROM rollups_cohortrows
+            WHERE team_id = %(team)s AND resolution = %(resolution)s
+              AND (%(attribute)s::text IS NULL OR attribute = %(attribute)s)
+            """,
+            {"team": team.pk, "resolution": resolution, "attribute": attribute},
+        )
+        return [CohortRow(a, v, s, b, n, e, bytes(blob)) for a, v, s, b, n, e, blob in cursor]
+
+
+def cohort_rows(team: Team, resolution: str) -> dict[Key, CohortRow]:
+    rows = stored_cohort_rows(team, resolution)
+    keyed = {(r.attribute, r.value, r.stage_id, r.bucket_start): r for r in rows}
+    assert len(keyed) == len(rows), "a cohort row stored twice"
+    return keyed
 
 
 def assert_cohorts_match_spans(team: Team, resolution: str) -> None:
@@ -212,6 +243,60 @@ def test_values_a_span_holds_itself_count_over_its_template(rng, writer):
     assert values == {"v7", "v8"}
 
 
+def explicit_cohort_rows(team: Team) -> set[tuple[str, str]]:
+    """(attribute, value) of the team's rows in the cohort table itself."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT attribute, value FROM rollups_cohortrollup WHERE team_id = %s",
+            [team.pk],
+        )
+        return set(cursor.fetchall())
+
+
+@db
+def test_a_rollup_minute_stands_for_its_sole_cohort_until_another_value_comes(rng, writer):
+    # given one minute of v7 requests, every span of service.version 2.1, folded
+    team = make_team()
+    store(writer, team, requests(rng, 40, ["v7"], seconds=60))
+    fold_all(T0 + dt.timedelta(hours=1))
+
+    # then no cohort row is stored apart: each is its rollup row, and reads exactly its spans
+    assert explicit_cohort_rows(team) == set()
+    assert_cohorts_match_spans(team, "minute")
+
+    # when v8 requests of the same minute come in another fold
+    store(writer, team, requests(rng, 40, ["v8"], seconds=60))
+    fold_all(T0 + dt.timedelta(hours=1))
+
+    # then v7 and v8 are stored apart, what v7 had kept whole, and service.version still is not
+    assert explicit_cohort_rows(team) == {("model.version", "v7"), ("model.version", "v8")}
+    assert_cohorts_match_spans(team, "minute")
+
+    # and when spans without service.version join the minute, its row is stored apart too
+    later = requests(rng, 10, ["v8"], seconds=60)
+    store(writer, team, [with_attributes(span, {"service.version": None}) for span in later])
+    fold_all(T0 + dt.timedelta(hours=1))
+    assert ("service.version", "2.1") in explicit_cohort_rows(team)
+    assert_cohorts_match_spans(team, "minute")
+
+
+@db
+def test_a_rebuild_keeps_the_cohorts_its_minutes_stood_for(rng, writer):
+    # given minutes standing for their cohorts
+    team = make_team()
+    store(writer, team, requests(rng, 120, ["v7"], seconds=600))
+    fold_all(T0 + dt.timedelta(hours=1))
+    before = cohort_rows(team, "minute")
+
+    # when the range's rollups are rebuilt from raw spans
+    rebuild.rebuild_rollups(team, T0, T0 + dt.timedelta(minutes=10), now=T0 + dt.timedelta(hours=2))
+
+    # then every cohort row is as it was, now stored apart
+    assert explicit_cohort_rows(team) == {("model.version", "v7"), ("service.version", "2.1")}
+    assert cohort_rows(team, "minute") == before
+    assert_cohorts_match_spans(team, "minute")
+
+
 @db
 def test_an_attribute_added_in_admin_is_folded_from_then_on(rng, writer):
     # given a pipeline with cache_hit as an extra cohort attribute
@@ -245,7 +330,10 @@ def test_values_past_the_daily_cap_count_as_other(rng, writer, settings):
 
     # then the day keeps v0, v1 and one more value apart, and "other" counts the rest's spans
     rows = [
-        r for r in CohortRollup.objects.filter(team=team, attribute="model.version", stage=None)
+        r
+        for resolution in ("minute", "hour", "day")
+        for r in stored_cohort_rows(team, resolution, attribute="model.version")
+        if r.stage_id is None
     ]
     values = {row.value for row in rows}
     assert values == {"v0", "v1", "v2", OTHER}
