@@ -73,10 +73,10 @@ def fold_without_and_with_cohorts(after_batch: int) -> dict[str, Any]:
     per rollup row the fold wrote (how much of its work is rows rather than spans)."""
     from django.db import connection
 
-    from latencyboard.rollups import cohort_services
+    from latencyboard.rollups import cohort_services, cohorts
 
     with_cohorts = cohort_services.cohort_minutes
-    cohort_services.cohort_minutes = lambda *args, **kwargs: []
+    cohort_services.cohort_minutes = lambda *args, **kwargs: cohorts.CohortMinutes.none()
     print("bench: folding without cohorts", file=sys.stderr)
     without = fold_all()
     cohort_services.cohort_minutes = with_cohorts

@@ -18,7 +18,7 @@ from django.conf import settings
 
 from latencyboard.pipelines.models import DEFAULT_COHORT_ATTRIBUTES
 from latencyboard.rollups import cohorts
-from latencyboard.rollups.cohorts import CohortFold, CohortGroup, DayKey
+from latencyboard.rollups.cohorts import CohortFold, CohortGroup, CohortMinutes, DayKey
 from latencyboard.rollups.folding import SpanColumns
 from latencyboard.sketches.sketch import Sketch, to_bytes_many
 from latencyboard.storage import cohort_rows
@@ -40,14 +40,14 @@ def cohort_minutes(
     own_cohort_key: npt.NDArray[np.bool_],
     read_keys: Collection[str],
     teams: Mapping[int, int],
-) -> list[CohortFold]:
-    """The cohort minute folds of ``spans`` (those of ``batches`` the fold counts), values past
+) -> CohortMinutes:
+    """The cohort minute groups of ``spans`` (those of ``batches`` the fold counts), values past
     the cap as :data:`~latencyboard.rollups.cohorts.OTHER`; nothing written yet.
     ``template_id`` and ``own_cohort_key`` are the spans'
     (:class:`latencyboard.storage.fold_spans.BatchSpans`, flagged for ``read_keys``); an
     attribute configured since they were read waits for the next fold."""
     if not len(spans) or not teams:
-        return []
+        return CohortMinutes.none()
     keys_of: dict[int, set[str]] = {pipeline: set(DEFAULT_COHORT_ATTRIBUTES) for pipeline in teams}
     for pipeline_id, key in cursor.execute(cohort_rows.PIPELINE_KEYS, [list(teams)]).fetchall():
         if key in read_keys:
@@ -78,7 +78,7 @@ def cohort_minutes(
         parts.append(cohorts.from_groups([CohortGroup(*row) for row in cursor.fetchall()]))
     entries = cohorts.joined(parts)
     if not len(entries):
-        return []
+        return CohortMinutes.none()
     minutes = entries.spans.minute
     cursor.execute(
         cohort_rows.STORED_VALUES,

@@ -207,14 +207,50 @@ def admit_values(
     return stored_as
 
 
+CohortKey = tuple[int, str, str, int | None, int]  # pipeline, attribute, value, stage, bucket
+MinuteKey = tuple[int, int | None, int]  # pipeline, stage (None: end to end), bucket start
+
+
+@dataclass(frozen=True, slots=True)
+class CohortMinutes:
+    """A fold's cohort groups, one per (pipeline, attribute, stored value, stage, minute) plus
+    end to end for root spans, sorted by that key with end to end first (the order rows are
+    locked in); their sketches are made for the groups a fold stores (:meth:`folds`)."""
+
+    keys: list[CohortKey]
+    counts: list[int]
+    errors: list[int]
+    group_of: IntArray  # each member's group, members sorted by group
+    duration_ms: npt.NDArray[np.float64]
+
+    @classmethod
+    def none(cls) -> CohortMinutes:
+        return cls([], [], [], _ints([]), np.zeros(0))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def folds(self, wanted: Sequence[bool] | None = None) -> list[CohortFold]:
+        """The folds of the groups ``wanted`` (all if None), in order, with their sketches."""
+        if wanted is None:
+            wanted = [True] * len(self.keys)
+        members = np.asarray(wanted, dtype=np.bool_)[self.group_of]
+        sketches = sketches_by_group(self.group_of[members], self.duration_ms[members])
+        return [
+            CohortFold(*key, errors, sketches[group])
+            for group, (key, errors, keep) in enumerate(
+                zip(self.keys, self.errors, wanted, strict=True)
+            )
+            if keep
+        ]
+
+
 def fold_cohort_minutes(
     entries: CohortSpans, days: CohortDays, stored_as: Mapping[tuple[DayKey, str], str]
-) -> list[CohortFold]:
-    """One fold per (pipeline, attribute, stored value, stage, minute), plus end to end for
-    root spans; sorted by that key with end to end first, the order rows are locked in.
-    ``days`` are the entries' :func:`cohort_days`."""
+) -> CohortMinutes:
+    """The cohort groups of ``entries``; ``days`` are the entries' :func:`cohort_days`."""
     if not len(entries):
-        return []
+        return CohortMinutes.none()
     spans = entries.spans
     # Each entry's stored (attribute, value), as its rank in sort order.
     stored = [(key[0][1], stored_as[key]) for key in days.keys]
@@ -231,33 +267,33 @@ def fold_cohort_minutes(
     key = np.stack([column[order] for column in columns])
     starts = np.ones(member.size, dtype=np.bool_)
     starts[1:] = (key[:, 1:] != key[:, :-1]).any(axis=0)
-    fold_of = np.cumsum(starts) - 1
-    sketches = sketches_by_group(fold_of, spans.duration_ms[member])
-    errors = np.bincount(fold_of, weights=spans.is_error[member]).astype(np.int64).tolist()
+    group_of = np.cumsum(starts) - 1
+    counts = np.bincount(group_of).tolist()
+    errors = np.bincount(group_of, weights=spans.is_error[member]).astype(np.int64).tolist()
     heads = key[:, starts].tolist()
-    return [
-        CohortFold(p, names[r][0], names[r][1], s or None, m * 60, e, sketches[g])
-        for g, (p, r, s, m, e) in enumerate(zip(*heads, errors, strict=True))
+    keys: list[CohortKey] = [
+        (p, names[r][0], names[r][1], s or None, m * 60) for p, r, s, m in zip(*heads, strict=True)
     ]
-
-
-MinuteKey = tuple[int, int | None, int]  # pipeline, stage (None: end to end), bucket start
+    return CohortMinutes(keys, counts, errors, group_of, spans.duration_ms[member])
 
 
 def sole_values(
-    folds: Iterable[CohortFold], counts: Mapping[MinuteKey, int]
+    groups: CohortMinutes, counts: Mapping[MinuteKey, int]
 ) -> dict[MinuteKey, dict[str, str]]:
-    """For each rollup key, the cohort attributes that one value covers all of: a single fold
-    of the attribute there, counting all ``counts[key]`` spans the fold adds to the key's
-    rollup row. Those folds equal the rollup's and are not stored apart (``Rollup.cohorts``)."""
-    only: dict[tuple[MinuteKey, str], CohortFold | None] = {}
-    for fold in folds:
-        at = ((fold.pipeline_id, fold.stage_id, fold.bucket), fold.attribute)
-        only[at] = None if at in only else fold
+    """For each rollup key, the cohort attributes that one value covers all of: a single
+    group of the attribute there, counting all ``counts[key]`` spans the fold adds to the
+    key's rollup row. Those groups equal the rollup's and are not stored apart
+    (``Rollup.cohorts``)."""
+    only: dict[tuple[MinuteKey, str], tuple[str, int] | None] = {}
+    for (pipeline, attribute, value, stage, bucket), n in zip(
+        groups.keys, groups.counts, strict=True
+    ):
+        at = ((pipeline, stage, bucket), attribute)
+        only[at] = None if at in only else (value, n)
     sole: dict[MinuteKey, dict[str, str]] = defaultdict(dict)
     for (key, attribute), single in only.items():
-        if single is not None and single.sketch.count == counts.get(key):
-            sole[key][attribute] = single.value
+        if single is not None and single[1] == counts.get(key):
+            sole[key][attribute] = single[0]
     return dict(sole)
 
 
@@ -268,18 +304,17 @@ def still_sole(stored: Mapping[str, str], added: Mapping[str, str]) -> dict[str,
 
 
 def to_store(
-    folds: Sequence[CohortFold],
+    groups: CohortMinutes,
     elided: Mapping[MinuteKey, Mapping[str, str]],
     materialized: Sequence[CohortFold] = (),
 ) -> list[CohortFold]:
-    """The cohort rows a fold writes: ``folds`` (as :func:`fold_cohort_minutes` sorts them)
-    but those a rollup row stands for (``elided``), with the cohort rows rollup rows stopped
-    standing for (``materialized``) merged in; sorted by key with end to end first, the
-    order rows are locked in."""
-    stored = [f for f in folds if elided.get(_minute(f), {}).get(f.attribute) != f.value]
+    """The cohort rows a fold writes: the ``groups`` but those a rollup row stands for
+    (``elided``), with the cohort rows rollup rows stopped standing for (``materialized``)
+    merged in; sorted by key with end to end first, the order rows are locked in."""
+    stored = groups.folds([elided.get((p, s, b), {}).get(a) != v for p, a, v, s, b in groups.keys])
     if not materialized:
         return stored
-    kept: dict[tuple[int, str, str, int | None, int], CohortFold] = {}
+    kept: dict[CohortKey, CohortFold] = {}
     for fold in itertools.chain(stored, materialized):
         same = kept.get(fold.key)
         kept[fold.key] = (
@@ -292,10 +327,6 @@ def to_store(
             )
         )
     return sorted(kept.values(), key=_lock_order)
-
-
-def _minute(fold: CohortFold) -> MinuteKey:
-    return (fold.pipeline_id, fold.stage_id, fold.bucket)
 
 
 def _lock_order(fold: CohortFold) -> tuple[Any, ...]:

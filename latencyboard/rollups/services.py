@@ -73,7 +73,7 @@ def fold_pending_batches(
         read = fold_spans.batch_spans(cursor, batches, cohort_keys)
         spans, teams, kept = of_existing_stages(cursor, read.records)
         folds = folding.fold_minutes(spans)
-        cohort_folds = cohort_services.cohort_minutes(
+        cohort_groups = cohort_services.cohort_minutes(
             cursor,
             batches,
             spans,
@@ -83,11 +83,11 @@ def fold_pending_batches(
             teams,
         )
         counts = {(f.pipeline_id, f.stage_id, f.bucket): f.sketch.count for f in folds}
-        sole = cohorts.sole_values(cohort_folds, counts)
+        sole = cohorts.sole_values(cohort_groups, counts)
         elided, materialized = _add_minutes(cursor, folds, teams, sole)
         counters.add_spans(cursor, spans)
         cohort_services.add_minutes(
-            cursor, cohorts.to_store(cohort_folds, elided, materialized), teams
+            cursor, cohorts.to_store(cohort_groups, elided, materialized), teams
         )
         fold_spans.mark_rolled_up(cursor, batches, now)
     logger.info(

@@ -21,9 +21,18 @@ Key = tuple[int, int | None, int]  # pipeline, stage (None: end to end), bucket 
 Cohorts = Mapping[str, str]  # Rollup.cohorts: cohort attribute -> the value of every span
 
 
-def _json(cohorts: Cohorts | None) -> str | None:
-    """``Rollup.cohorts`` as the statements pass it: JSON text, or NULL for none."""
-    return json.dumps(dict(sorted(cohorts.items()))) if cohorts else None
+def _cohort_columns(maps: Iterable[Cohorts | None]) -> dict[str, list[Any]]:
+    """``Rollup.cohorts`` of rows as the statements take them: each row's position (from 1,
+    None for none) in the list of the distinct maps' JSON, which a fold's rows share."""
+    position: dict[tuple[tuple[str, str], ...], int] = {}
+    of_row: list[int | None] = []
+    for cohorts in maps:
+        of_row.append(
+            position.setdefault(tuple(sorted(cohorts.items())), len(position) + 1)
+            if cohorts
+            else None
+        )
+    return {"cohort": of_row, "cohort_maps": [json.dumps(dict(items)) for items in position]}
 
 
 class Row(Protocol):
@@ -47,14 +56,15 @@ INSERT INTO {ROLLUP} AS r (
     count, error_count, sum_ms, min_ms, max_ms, sketch, cohorts
 )
 SELECT u.team_id, u.pipeline_id, u.stage_id, %(resolution)s, to_timestamp(u.bucket),
-       u.count, u.error_count, u.sum_ms, u.min_ms, u.max_ms, u.sketch, u.cohorts::jsonb
+       u.count, u.error_count, u.sum_ms, u.min_ms, u.max_ms, u.sketch,
+       (%(cohort_maps)b::jsonb[])[u.cohort]
 FROM unnest(
     %(team)b::int8[], %(pipeline)b::int8[], %(stage)b::int8[], %(bucket)b::int8[],
     %(count)b::int8[], %(errors)b::int8[], %(sum)b::float8[], %(min)b::float8[],
-    %(max)b::float8[], %(sketch)b::bytea[], %(cohorts)b::text[]
+    %(max)b::float8[], %(sketch)b::bytea[], %(cohort)b::int4[]
 ) WITH ORDINALITY AS u(
     team_id, pipeline_id, stage_id, bucket, count, error_count, sum_ms, min_ms, max_ms, sketch,
-    cohorts, position
+    cohort, position
 )
 ORDER BY u.position
 ON CONFLICT ON CONSTRAINT rollup_identity_unique DO
@@ -109,11 +119,11 @@ FOR UPDATE
 _UPDATE_ROWS: Final = f"""
 UPDATE {ROLLUP} r
 SET count = u.count, error_count = u.error_count, sum_ms = u.sum_ms, min_ms = u.min_ms,
-    max_ms = u.max_ms, sketch = u.sketch, cohorts = u.cohorts::jsonb
+    max_ms = u.max_ms, sketch = u.sketch, cohorts = (%(cohort_maps)b::jsonb[])[u.cohort]
 FROM unnest(
     %(id)b::int8[], %(count)b::int8[], %(errors)b::int8[], %(sum)b::float8[],
-    %(min)b::float8[], %(max)b::float8[], %(sketch)b::bytea[], %(cohorts)b::text[]
-) AS u(id, count, error_count, sum_ms, min_ms, max_ms, sketch, cohorts)
+    %(min)b::float8[], %(max)b::float8[], %(sketch)b::bytea[], %(cohort)b::int4[]
+) AS u(id, count, error_count, sum_ms, min_ms, max_ms, sketch, cohort)
 WHERE r.id = u.id
 """  # noqa: S608 - a constant table name, no input
 # A coarse bucket needs recomputing when its row is missing or its count is not the sum of
@@ -157,9 +167,7 @@ def _columns(
 ) -> dict[str, list[Any]]:
     cohorts = cohorts or {}
     return {
-        "cohorts": [
-            _json(cohorts.get((row.pipeline_id, row.stage_id, row.bucket))) for row in rows
-        ],
+        **_cohort_columns(cohorts.get((row.pipeline_id, row.stage_id, row.bucket)) for row in rows),
         "team": [teams[row.pipeline_id] for row in rows],
         "pipeline": [row.pipeline_id for row in rows],
         "stage": [row.stage_id for row in rows],
@@ -227,7 +235,7 @@ def update(cursor: psycopg.Cursor[Any], rows: Sequence[tuple[int, int, Sketch, C
             "min": [row[2].min for row in rows],
             "max": [row[2].max for row in rows],
             "sketch": to_bytes_many([row[2] for row in rows]),
-            "cohorts": [_json(row[3]) for row in rows],
+            **_cohort_columns(row[3] for row in rows),
         },
     )
 
