@@ -264,11 +264,21 @@ def test_a_rollup_minute_stands_for_its_sole_cohort_until_another_value_comes(rn
     assert explicit_cohort_rows(team) == set()
     assert_cohorts_match_spans(team, "minute")
 
+    # when v7 requests come in another fold, some without model.version
+    more = requests(rng, 20, ["v7"], seconds=60)
+    unversioned = [with_attributes(span, {"model.version": None}) for span in more[:20]]
+    store(writer, team, more[20:] + unversioned)
+    fold_all(T0 + dt.timedelta(hours=1))
+
+    # then v7 is stored apart, what the rows held merged with the new v7 spans
+    assert explicit_cohort_rows(team) == {("model.version", "v7")}
+    assert_cohorts_match_spans(team, "minute")
+
     # when v8 requests of the same minute come in another fold
     store(writer, team, requests(rng, 40, ["v8"], seconds=60))
     fold_all(T0 + dt.timedelta(hours=1))
 
-    # then v7 and v8 are stored apart, what v7 had kept whole, and service.version still is not
+    # then v8 is stored apart too, and service.version still is not
     assert explicit_cohort_rows(team) == {("model.version", "v7"), ("model.version", "v8")}
     assert_cohorts_match_spans(team, "minute")
 
