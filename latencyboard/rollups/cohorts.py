@@ -230,10 +230,9 @@ class CohortMinutes:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def folds(self, wanted: Sequence[bool] | None = None) -> list[CohortFold]:
-        """The folds of the groups ``wanted`` (all if None), in order, with their sketches."""
-        if wanted is None:
-            wanted = [True] * len(self.keys)
+    def folds(self, wanted: Sequence[bool]) -> list[CohortFold]:
+        """The folds of the groups ``wanted`` (one flag per group), in order, with their
+        sketches."""
         members = np.asarray(wanted, dtype=np.bool_)[self.group_of]
         sketches = sketches_by_group(self.group_of[members], self.duration_ms[members])
         return [
