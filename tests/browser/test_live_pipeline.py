@@ -210,8 +210,13 @@ def test_a_posted_span_appears_on_the_open_pipeline_page_and_the_user_s_zoom_and
         "() => document.getElementById('chart-percentiles').layout.xaxis.range"
     ) == (zoomed)
     assert page.inner_text("[data-live-status]") == "Live"
-    # and the hover label is back on the step the pointer is on
-    assert "n = 3" in page.text_content("#chart-percentiles .hoverlayer")
+    # and the hover label is back on the step the pointer is on (put back once the redraw
+    # that brought the new step has settled)
+    page.wait_for_function(
+        """() => (document.querySelector('#chart-percentiles .hoverlayer')?.textContent || '')
+            .includes('n = 3')""",
+        timeout=5_000,
+    )
 
 
 @pytest.fixture
