@@ -99,19 +99,13 @@ def cohort_minutes(
 
 def add_minutes(
     cursor: psycopg.Cursor[Any], folds: Sequence[CohortFold], teams: Mapping[int, int]
-) -> int:
-    """Add ``folds`` (sorted as :func:`~latencyboard.rollups.cohorts.to_store` leaves them)
-    to the cohort minute rows; rows written."""
-    if folds:
-        _add_minutes(cursor, folds, teams)
-    return len(folds)
-
-
-def _add_minutes(
-    cursor: psycopg.Cursor[Any], folds: Sequence[CohortFold], teams: Mapping[int, int]
 ) -> None:
-    """Insert the minutes nobody has yet; merge the others into their rows, under row locks
-    (as :func:`latencyboard.rollups.services.fold_pending_batches` does for rollups)."""
+    """Add ``folds`` (sorted as :func:`~latencyboard.rollups.cohorts.to_store` leaves them)
+    to the cohort minute rows: insert the minutes nobody has yet, merge the others into their
+    rows under row locks (as :func:`latencyboard.rollups.services.fold_pending_batches` does
+    for rollups)."""
+    if not folds:
+        return
     cursor.execute(cohort_rows.ADD_NEW, {"resolution": "minute", **_columns(folds, teams)})
     inserted = set(cursor.fetchall())
     existing = [fold for fold in folds if fold.key not in inserted]
