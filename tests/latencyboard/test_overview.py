@@ -80,11 +80,12 @@ def seed_rollups(pipeline: Pipeline, end: dt.datetime = END) -> None:
 def seed_shares(
     pipeline: Pipeline, end: dt.datetime, minutes: bool = True, **self_ms: tuple[float, float]
 ) -> None:
-    """The same sums in the hour row of ``end``'s hour and (``minutes``) a minute row 10
-    minutes before ``end``."""
-    rows = [(Resolution.HOUR, end.replace(minute=0))]
+    """The same sums in a minute row 10 minutes before ``end`` (only if ``minutes``) and in
+    the row of the hour that holds that minute, as the workers write them."""
+    minute = end - 10 * MINUTE
+    rows = [(Resolution.HOUR, floor_to(minute, HOUR))]
     if minutes:
-        rows.append((Resolution.MINUTE, end - 10 * MINUTE))
+        rows.append((Resolution.MINUTE, minute))
     for resolution, start in rows:
         StageShare.objects.bulk_create(
             StageShare(
@@ -214,8 +215,11 @@ def test_sparkline_is_the_p99_of_each_of_the_last_24_hours(seeded):
 
 
 @pytest.mark.django_db
-def test_bottleneck_class_of_each_pipeline(seeded):
-    result = overview(seeded["member"], NOW, WINDOWS["24h"])
+@pytest.mark.parametrize("end", [END, END.replace(minute=0), END.replace(minute=5)])
+def test_bottleneck_class_of_each_pipeline(end):
+    seeded = seed(end)
+
+    result = overview(seeded["member"], end + 30 * dt.timedelta(seconds=1), WINDOWS["24h"])
 
     fraud = next(r for r in result.pipelines if r.pipeline == seeded["fraud"])
     recs = next(r for r in result.pipelines if r.pipeline == seeded["recs"])
@@ -281,8 +285,9 @@ def test_overview_page_names_the_last_change_of_class(client, seeded_now):
     last_day = client.get("/", {"window": "24h"}).content.decode()
     last_week = client.get("/", {"window": "7d"}).content.decode()
 
-    # the 7-day history has 6-hour buckets (from midnight UTC): the change is in this one
-    bucket = floor_to(timezone.now().replace(second=0, microsecond=0), 6 * HOUR)
+    # the 7-day history has 6-hour buckets (from midnight UTC): the change is in the one
+    # that holds the compute-bound minute, 10 minutes before the seed's end
+    bucket = floor_to(timezone.now().replace(second=0, microsecond=0) - 10 * MINUTE, 6 * HOUR)
     assert "No change of class over the last 24 hours." in last_day
     assert (
         "Changed from feature-bound to compute-bound at "
