@@ -4,7 +4,11 @@ traces may stay, and swapping the kept traces in for the whole day (pure: no Dja
 The swap copies the kept spans out of the day's partition, empties the partition with
 ``TRUNCATE`` (a new, empty file; the old one goes at commit) and copies them back, in one
 transaction: no row is deleted, so nothing is left to vacuum, and the partition keeps its
-name, bounds and indexes. Detaching the partition and attaching a new table instead would
+name, bounds and indexes. The indexes are then rebuilt from the sorted kept rows: an index
+filled row by row in arrival order has its pages split half full along the way (the primary
+key, on random trace ids, most of all), a rebuilt one packs them (~12% of a span's bytes on
+the demo traffic). ``TRUNCATE`` already holds the partition exclusively until commit, so the
+rebuild blocks nothing more. Detaching the partition and attaching a new table instead would
 take an ACCESS EXCLUSIVE lock on the whole span table, which deadlocks with an ingest
 transaction that holds the span table while waiting to write a late span into this day.
 
@@ -207,6 +211,7 @@ def swap_in_kept(cursor: psycopg.Cursor[Any], partition: str, trace_ids: bytes) 
     cursor.execute(
         f"INSERT INTO {partition} ({columns}) SELECT {columns} FROM {_KEPT_TABLE}"  # noqa: S608
     )
+    cursor.execute(f"REINDEX TABLE {partition}")
     cursor.execute(f"ANALYZE {partition}")
     return int(before_row[0]), int(after)
 

@@ -12,6 +12,7 @@ from typing import cast
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from ingest.backfill import backfill_demo
 from latencyboard.compare.queries import Side, compare
@@ -28,6 +29,7 @@ from latencyboard.sla import queries as sla_queries
 from latencyboard.sla import services as sla_services
 from latencyboard.sla.models import Objective, SlaMinute
 from latencyboard.spans.models import Span
+from latencyboard.storage.partitions import DayPartition
 from latencyboard.teams.models import Role, Team
 from tests.factories import make_team, make_user
 
@@ -92,6 +94,13 @@ def _slow_traces(team: Team) -> set[str]:
         if duration / 1e6 > p99[(pipeline_id, start.replace(second=0, microsecond=0))]:
             slow.add(str(trace_id))
     return slow
+
+
+def _partition_bytes() -> int:
+    """The day's partition on disk: heap, indexes and TOAST."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_total_relation_size(%s::regclass)", [DayPartition(DAY).name])
+        return int(cursor.fetchone()[0])
 
 
 def _derived(team: Team) -> bytes:
@@ -159,6 +168,11 @@ def test_thinning_keeps_every_error_and_slow_trace_whole_and_a_sample_of_the_res
     # and percentiles, SLA attainment, compare and the rows behind them are identical
     assert _derived(team) == derived
     assert ThinnedDay.objects.get(day=DAY).sample_percent == PERCENT
+    # and the kept spans take no more room than freshly built: rebuilding frees nothing
+    thinned_bytes = _partition_bytes()
+    with connection.cursor() as cursor:
+        cursor.execute(f"REINDEX TABLE {DayPartition(DAY).name}")
+    assert _partition_bytes() == thinned_bytes
 
 
 def test_thinning_twice_changes_nothing_the_second_time(folded_day):
