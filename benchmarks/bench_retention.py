@@ -63,7 +63,9 @@ def _at(moment: dt.datetime) -> dt.datetime:
     return moment
 
 
-def _simulate(team_name: str, days: int, requests_per_s: float, seed: int) -> dict[str, Any]:
+def _simulate(
+    team_name: str, days: int, scale: float, requests_per_s: float | None, seed: int
+) -> dict[str, Any]:
     from ingest.backfill import backfill_demo
     from latencyboard.retention.models import ThinnedDay
     from latencyboard.retention.services import thin_due
@@ -82,7 +84,7 @@ def _simulate(team_name: str, days: int, requests_per_s: float, seed: int) -> di
         now = day + dt.timedelta(days=1) + SETTLE
         backfill_demo(
             team, days=1, end=day + dt.timedelta(days=1), now=now,
-            requests_per_s=requests_per_s, seed=seed + number,
+            scale=scale, requests_per_s=requests_per_s, seed=seed + number,
         )  # fmt: skip
         fold_until_idle(functools.partial(_at, now), seconds=3600)
         compaction.compact_rollups(now)
@@ -157,8 +159,10 @@ def _report(result: dict[str, Any]) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=30, help="simulated days of traffic")
-    parser.add_argument(
-        "--requests-per-s", type=float, default=0.05, help="daily mean per demo pipeline"
+    rate = parser.add_mutually_exclusive_group()
+    rate.add_argument("--scale", type=float, default=1.0, help="the live demo's rates times this")
+    rate.add_argument(
+        "--requests-per-s", type=float, help="instead: this daily mean for every pipeline"
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, default=JSON_PATH, help="where to write figures")
@@ -166,7 +170,7 @@ def main() -> int:
     args = parser.parse_args()
     interrupt_on_sigterm()
     figures: dict[str, Any] = {
-        "config": bench_config(days=args.days, requests_per_s=args.requests_per_s)
+        "config": bench_config(days=args.days, scale=args.scale, requests_per_s=args.requests_per_s)
     }
     try:
         with BenchStack(keep=args.keep) as stack, running_redis(stack) as redis_url:
@@ -175,7 +179,9 @@ def main() -> int:
             import django
 
             django.setup()
-            figures["run"] = _simulate(stack.team_name, args.days, args.requests_per_s, args.seed)
+            figures["run"] = _simulate(
+                stack.team_name, args.days, args.scale, args.requests_per_s, args.seed
+            )
             from django.db import connection
 
             connection.close()
