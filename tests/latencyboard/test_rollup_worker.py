@@ -34,9 +34,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
 SPANS_PER_BATCH = 512
 STAGES = ("queue_wait", "model_forward", "serialize")
-# Yesterday 10:00 UTC: in a partition migrate created, and a whole hour and day ago.
+# Two days ago 10:00 UTC: its day is closed for compaction at any time of today, even in
+# the first minutes after midnight (compaction waits out a grace period), and its minutes
+# are within minute retention.
 T0 = dt.datetime.combine(
-    dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1), dt.time(10), tzinfo=dt.UTC
+    dt.datetime.now(dt.UTC).date() - dt.timedelta(days=2), dt.time(10), tzinfo=dt.UTC
 )
 
 Counts = dict[tuple[int, int | None, dt.datetime], tuple[int, int]]
@@ -264,7 +266,7 @@ def test_without_a_worker_the_wait_times_out_and_the_counts_differ():
 
 
 def test_compact_task_runs_in_the_worker(start_worker):
-    # given yesterday's spans folded into minutes
+    # given spans of two days ago folded into minutes
     team = make_team()
     store_batches(team, 6)
     worker = start_worker()
@@ -273,7 +275,7 @@ def test_compact_task_runs_in_the_worker(start_worker):
     # when compaction goes through the broker
     tasks.compact.delay()
 
-    # then the worker writes yesterday's hours and day, each the sum of its minutes
+    # then the worker writes their hours and day, each the sum of its minutes
     assert wait_for(lambda: rollup_counts(team, "day"), timeout=30), worker.log()
     minutes = rollup_counts(team)
     for resolution, unit in (("hour", dt.timedelta(hours=1)), ("day", dt.timedelta(days=1))):
