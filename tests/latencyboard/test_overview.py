@@ -149,8 +149,9 @@ def seeded() -> dict:
 
 @pytest.fixture
 def seeded_now() -> dict:
-    """As of the real clock, for pages."""
-    return seed(timezone.now().replace(second=0, microsecond=0))
+    """As of the real clock, for pages; ``end`` is the minute the seed ends at."""
+    end = timezone.now().replace(second=0, microsecond=0)
+    return {**seed(end), "end": end}
 
 
 def values_of(window: str) -> np.ndarray:
@@ -287,7 +288,7 @@ def test_overview_page_names_the_last_change_of_class(client, seeded_now):
 
     # the 7-day history has 6-hour buckets (from midnight UTC): the change is in the one
     # that holds the compute-bound minute, 10 minutes before the seed's end
-    bucket = floor_to(timezone.now().replace(second=0, microsecond=0) - 10 * MINUTE, 6 * HOUR)
+    bucket = floor_to(seeded_now["end"] - 10 * MINUTE, 6 * HOUR)
     assert "No change of class over the last 24 hours." in last_day
     assert (
         "Changed from feature-bound to compute-bound at "
