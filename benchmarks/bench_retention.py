@@ -8,12 +8,16 @@ partition's size (heap, indexes and TOAST) is noted: the sum of those is the spa
 kept whole. At the end, both totals add the derived tables every setup keeps (rollups,
 cohort rollups, SLA minutes, stage shares, ingest batches).
 
-The rate is reduced (default 0.05 requests/s per pipeline, about 0.2 M spans a day, against
-~18 M at the live demo's rate): a lower rate makes the derived tables, whose size follows
-minutes and stages rather than requests, a larger share of the thinned total.
+By default the pipelines run at the live demo's own rates (about 18 M spans a day; a day
+takes about 4 minutes on 2 cores, so 30 days about 2 hours, with at most 3 days, ~13 GB, of
+whole partitions on disk at once). ``--scale`` multiplies those rates; ``--requests-per-s``
+sets one daily mean for every pipeline instead. A lower rate is quicker but not the same
+measurement: the derived tables, whose size follows minutes and stages rather than
+requests, weigh more, and with a few requests per pipeline-minute "slower than the minute's
+p99" keeps a larger share of the traces.
 
-    make bench-retention                                   # 30 days at 0.05 requests/s
-    make bench-retention ARGS="--days 7 --requests-per-s 0.02"   # quicker
+    make bench-retention                                         # 30 days at the demo's rates
+    make bench-retention ARGS="--days 7 --requests-per-s 0.05"   # quicker, not comparable
 """
 
 from __future__ import annotations
