@@ -10,6 +10,7 @@ from django.db import connection, transaction
 
 from latencyboard.spans import partitions
 from latencyboard.storage import partitions as storage_partitions
+from latencyboard.storage import thinning
 
 logger = logging.getLogger(__name__)
 
@@ -36,11 +37,15 @@ def ensure_partitions(now: dt.datetime, ahead_days: int | None = None) -> list[s
 
 
 def drop_expired_partitions(now: dt.datetime, retention_days: int | None = None) -> list[str]:
-    """Drop the day partitions that fell out of the retention window; returns their names."""
+    """Drop the day partitions that fell out of the retention window; returns their names.
+
+    Each drop waits for a thinning in progress: both lock the span table and its partitions,
+    in orders that can deadlock, so they take the thinner's lock first."""
     retention = settings.RETENTION_DAYS if retention_days is None else retention_days
     dropped = []
     for partition in partitions.expired(existing_partitions(), now, retention):
         with transaction.atomic(), connection.cursor() as cursor:
+            thinning.lock(cursor)
             cursor.execute(partition.drop_sql())
         dropped.append(partition.name)
     if dropped:

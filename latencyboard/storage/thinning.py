@@ -111,8 +111,8 @@ INSERT INTO {THINNED_DAY} (
 """  # noqa: S608 - a constant table name, no input
 
 
-def lock(cursor: psycopg.Cursor[Any]) -> None:
-    """Take the thinner's lock for the rest of the transaction."""
+def lock(cursor: Any) -> None:
+    """Take the thinner's lock for the rest of the transaction, over any DB-API cursor."""
     cursor.execute(_LOCK, [THIN])
 
 

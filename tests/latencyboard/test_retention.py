@@ -6,9 +6,11 @@ from __future__ import annotations
 import datetime as dt
 import io
 import pickle
+import threading
 from decimal import Decimal
 from typing import cast
 
+import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
@@ -16,6 +18,7 @@ from django.db import connection
 
 from ingest.backfill import backfill_demo
 from latencyboard.compare.queries import Side, compare
+from latencyboard.db import conninfo
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.retention import sampling, services
 from latencyboard.retention.models import ThinnedDay
@@ -28,7 +31,9 @@ from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla import queries as sla_queries
 from latencyboard.sla import services as sla_services
 from latencyboard.sla.models import Objective, SlaMinute
+from latencyboard.spans import services as span_services
 from latencyboard.spans.models import Span
+from latencyboard.storage import thinning
 from latencyboard.storage.partitions import DayPartition
 from latencyboard.teams.models import Role, Team
 from tests.factories import make_team, make_user
@@ -191,6 +196,37 @@ def test_thinning_twice_changes_nothing_the_second_time(folded_day):
     assert out.getvalue() == f"{DAY} is thinned already\n"
     assert _spans_by_trace(team) == thinned
     assert ThinnedDay.objects.count() == 1
+
+
+def test_dropping_an_expired_day_waits_for_a_thinning_in_progress():
+    # given a day past retention, and a thinner at work: it holds its lock until it commits
+    old = DayPartition(dt.date(2000, 1, 1))
+    with connection.cursor() as cursor:
+        cursor.execute(old.create_sql())
+    dropped: list[list[str]] = []
+
+    def drop() -> None:
+        try:
+            now = dt.datetime(2000, 1, 3, tzinfo=dt.UTC)
+            dropped.append(span_services.drop_expired_partitions(now, retention_days=1))
+        finally:
+            connection.close()
+
+    with psycopg.connect(conninfo()) as thinner:
+        thinning.lock(thinner.cursor())
+
+        # when retention drops expired days meanwhile
+        dropping = threading.Thread(target=drop)
+        dropping.start()
+        dropping.join(1.0)
+
+        # then the drop waits for the thinner's commit, and the day is still there
+        assert dropping.is_alive()
+        assert old.name in span_services.existing_partitions()
+        thinner.commit()
+    dropping.join(30.0)
+    assert dropped == [[old.name]]
+    assert old.name not in span_services.existing_partitions()
 
 
 def test_a_day_with_unfolded_spans_is_not_thinned(settings):
