@@ -123,11 +123,14 @@ def drawn_counts(page: Any) -> dict[str, int]:
 
 
 def wait_for_minute(page: Any, minute: str, timeout: float = 15_000) -> None:
+    """Until the step starting at ``minute`` is drawn with requests (the window's empty steps
+    are drawn too, with none)."""
     page.wait_for_function(
         """(minute) => {
             const chart = document.getElementById('chart-percentiles');
             const line = (chart.data || []).find((t) => t.name === 'end-to-end');
-            return line && line.x.some((x) => new Date(Date.parse(x)).toISOString() === minute);
+            const iso = (x) => new Date(Date.parse(x)).toISOString();
+            return line && line.x.some((x, i) => iso(x) === minute && line.customdata[i][0] > 0);
         }""",
         arg=minute,
         timeout=timeout,
