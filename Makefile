@@ -42,7 +42,8 @@ bench-detector: $(VENV)/.installed
 bench-capacity: $(VENV)/.installed
 	$(PY) benchmarks/bench_capacity.py $(ARGS)
 
-# Disk with tiered retention against keeping every span, over 30 simulated demo days.
+# Disk with tiered retention against keeping every span, over 30 simulated demo days at the
+# demo's rates (~2 h on 2 cores; ARGS="--days 7 --requests-per-s 0.05" for a quick look).
 bench-retention: $(VENV)/.installed
 	$(PY) benchmarks/bench_retention.py $(ARGS)
 
