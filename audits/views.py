@@ -6,8 +6,6 @@ Auditors and admins of a team see its reports and log; to everyone else they do 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 
 from django.contrib import messages
@@ -24,6 +22,7 @@ from audits.forms import ReportForm
 from audits.log import record
 from audits.models import ReportStatus
 from latencyboard.audit_trail import Subject
+from latencyboard.spreadsheet import csv_bytes
 
 LOG_PAGE_ROWS = 200
 _PENDING = (ReportStatus.QUEUED, ReportStatus.RUNNING)
@@ -118,27 +117,25 @@ _LOG_COLUMNS = [
 @require_GET
 def audit_log_csv(request: HttpRequest) -> HttpResponse:
     """Every event the user may read, oldest first; the export itself is recorded per team."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(_LOG_COLUMNS)
-    for e in queries.events_of(request.user).iterator():
-        writer.writerow(
-            [
-                e.at.isoformat(),
-                e.team_id or "",
-                e.actor_id or "",
-                e.actor_username,
-                e.action,
-                e.subject_type,
-                e.subject_id,
-                e.subject_label,
-                json.dumps(e.detail, sort_keys=True, ensure_ascii=False),
-                e.ip or "",
-                e.user_agent,
-            ]
-        )
+    rows = (
+        [
+            e.at.isoformat(),
+            e.team_id or "",
+            e.actor_id or "",
+            e.actor_username,
+            e.action,
+            e.subject_type,
+            e.subject_id,
+            e.subject_label,
+            json.dumps(e.detail, sort_keys=True, ensure_ascii=False),
+            e.ip or "",
+            e.user_agent,
+        ]
+        for e in queries.events_of(request.user).iterator()
+    )
+    content = csv_bytes(_LOG_COLUMNS, rows)
     for team in queries.audited_teams(request.user):
         record(request, "audit_log.exported", Subject("team", team.pk, team.name, team.pk))
-    response = HttpResponse(out.getvalue().encode(), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(content, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="audit-log.csv"'
     return response

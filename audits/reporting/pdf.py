@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 from collections.abc import Sequence
+from xml.sax.saxutils import escape
 
 from reportlab.graphics.charts.barcharts import VerticalBarChart
 from reportlab.graphics.charts.legends import Legend
@@ -182,7 +183,10 @@ def _alerts(data: ReportData) -> list[Flowable]:
 
 
 def _paragraph(text: str, style: str = "BodyText") -> Paragraph:
-    return Paragraph(text, _STYLES[style])
+    """``text`` as it reads: a Paragraph parses markup (``<img src=…>`` embeds a file of the
+    worker's disk, a broken tag fails the build), and pipeline, team and objective names are
+    whatever someone typed or a span said."""
+    return Paragraph(escape(text), _STYLES[style])
 
 
 def render(data: ReportData, csv_names: Sequence[str]) -> bytes:

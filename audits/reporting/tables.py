@@ -2,19 +2,19 @@
 
 Rows come in a fixed order (the order ``figures`` reads them in), every float has a fixed
 format and times are ISO 8601 UTC with a ``Z``: the same figures always give the same bytes.
+Names people typed (objectives, pipelines, reasons) that a spreadsheet would run as formulas
+are neutralised by ``latencyboard.spreadsheet``.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
-from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
 from audits.reporting.figures import QUANTILE_METHOD, QUANTILES, Completeness, ReportData
 from audits.reporting.handling import Step
 from latencyboard.sketches.buckets import RELATIVE_ERROR
+from latencyboard.spreadsheet import csv_bytes
 
 
 def moment(value: dt.datetime | None) -> str:
@@ -33,14 +33,6 @@ def ms(value: float) -> str:
 
 def decimal(value: Decimal) -> str:
     return f"{value:.5f}"
-
-
-def _csv(header: Sequence[str], rows: Iterable[Sequence[object]]) -> bytes:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue().encode()
 
 
 def attainment(data: ReportData) -> bytes:
@@ -89,7 +81,7 @@ def attainment(data: ReportData) -> bytes:
         )
         for a in data.attainment
     ]
-    return _csv(header, rows)
+    return csv_bytes(header, rows)
 
 
 def maintenance(data: ReportData) -> bytes:
@@ -116,7 +108,7 @@ def maintenance(data: ReportData) -> bytes:
         )
         for e in data.exclusions
     ]
-    return _csv(header, rows)
+    return csv_bytes(header, rows)
 
 
 def _level(q: float) -> str:
@@ -147,7 +139,7 @@ def percentiles(data: ReportData) -> bytes:
         )
         for p in data.percentiles
     ]
-    return _csv(header, rows)
+    return csv_bytes(header, rows)
 
 
 def covered(row: Completeness) -> str:
@@ -189,12 +181,12 @@ def completeness(data: ReportData) -> bytes:
         )
         for c in data.completeness
     ]
-    return _csv(header, rows)
+    return csv_bytes(header, rows)
 
 
 def ingest(data: ReportData) -> bytes:
     rows = [(i.month, i.stored_spans, i.rejected_spans) for i in data.ingest]
-    return _csv(["month", "stored_spans", "rejected_spans"], rows)
+    return csv_bytes(["month", "stored_spans", "rejected_spans"], rows)
 
 
 def versions(data: ReportData) -> bytes:
@@ -221,12 +213,12 @@ def versions(data: ReportData) -> bytes:
         )
         for v in data.versions
     ]
-    return _csv(header, rows)
+    return csv_bytes(header, rows)
 
 
 def changes(data: ReportData) -> bytes:
     rows = [(moment(c.at), c.actor, c.action, c.subject, c.detail) for c in data.changes]
-    return _csv(["at", "actor", "action", "subject", "detail"], rows)
+    return csv_bytes(["at", "actor", "action", "subject", "detail"], rows)
 
 
 def _step(step: Step | None) -> tuple[str, str]:
@@ -269,7 +261,7 @@ def alerts(data: ReportData) -> bytes:
         )
         for a in data.alerts
     ]
-    return _csv(header, rows)
+    return csv_bytes(header, rows)
 
 
 def csv_files(data: ReportData) -> dict[str, bytes]:

@@ -284,6 +284,22 @@ def test_auditor_exports_the_log_of_their_team_only(client):
     assert not AuditEvent.objects.filter(team=other, action="audit_log.exported").exists()
 
 
+def test_exported_log_quotes_cells_a_spreadsheet_would_run(client):
+    # given an event whose subject someone named as a formula
+    team = make_team()
+    record(None, "objective.created", Subject("objective", 1, '=HYPERLINK("http://x")', team.pk))
+    client.force_login(make_user(team, Role.AUDITOR))
+
+    # when the log is exported
+    response = client.get("/audits/log.csv")
+
+    # then the spreadsheet reads the name as text
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["subject"] for r in rows if r["action"] == "objective.created"] == [
+        '\'=HYPERLINK("http://x")'
+    ]
+
+
 def test_viewer_sees_no_audit_log(client):
     # given an event of a team and a viewer of it
     team = make_team()
