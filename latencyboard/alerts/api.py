@@ -192,6 +192,11 @@ class ChannelViewSet(_AdminWrites, viewsets.ModelViewSet[Channel]):
     def team_of(self, instance: Channel) -> int:
         return instance.team_id
 
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        context["admin_team_ids"] = set(context["admin_teams"].values_list("pk", flat=True))
+        return context
+
     @extend_schema(
         summary="Send a test notification through the outbox (team admins)",
         request=None,

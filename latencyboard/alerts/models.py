@@ -72,8 +72,15 @@ class Channel(models.Model):
 
     @property
     def target_hint(self) -> str:
-        """The target as pages may show it: a Slack webhook URL is itself a secret."""
+        """The target as pages may show it to the team's admins: a Slack webhook URL is
+        itself a secret."""
         return mask(self.target) if self.kind == ChannelKind.SLACK else self.target
+
+    @property
+    def target_masked(self) -> str:
+        """The target as pages may show it to other members: any URL may carry a token in its
+        path or query, so only its scheme, host and last characters are shown."""
+        return self.target if self.kind == ChannelKind.EMAIL else mask(self.target)
 
 
 class Severity(models.TextChoices):

@@ -84,8 +84,9 @@ class ResolveSerializer(serializers.Serializer[Any]):
 
 class ChannelSerializer(serializers.ModelSerializer[Channel]):
     """The secret is write-only: reads show ``secret_hint`` (masked), and a Slack target
-    (itself a secret) masked. Left empty, the stored secret stays; a new webhook channel
-    without one gets a generated signing key."""
+    (itself a secret) masked; members who are not the team's admins see every URL masked.
+    Left empty, the stored secret stays; a new webhook channel without one gets a generated
+    signing key."""
 
     secret = serializers.CharField(
         write_only=True, required=False, allow_blank=True, max_length=500
@@ -104,7 +105,8 @@ class ChannelSerializer(serializers.ModelSerializer[Channel]):
 
     def to_representation(self, instance: Channel) -> dict[str, Any]:
         shown: dict[str, Any] = super().to_representation(instance)
-        shown["target"] = instance.target_hint
+        admin = instance.team_id in self.context["admin_team_ids"]
+        shown["target"] = instance.target_hint if admin else instance.target_masked
         return shown
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -143,8 +143,7 @@ def test_a_new_webhook_channel_without_a_secret_gets_a_generated_signing_key(cli
         pytest.param(
             {"target": "http://169.254.169.254/latest/"},
             "target",
-            "169.254.169.254 is a link-local or cloud metadata address: "
-            "notifications may not go there.",
+            "169.254.169.254 is a cloud metadata address: notifications may not go there.",
             id="metadata-address",
         ),
     ],
@@ -174,9 +173,32 @@ def test_a_slack_channel_shows_its_webhook_url_masked(client):
     assert "secretpart" not in page
     assert "https://hooks.slack.com/…part" in page
     assert [channel["target"] for channel in listed] == [
-        "http://127.0.0.1:9/",
+        "http://127.0.0.1/…1:9/",
         "https://hooks.slack.com/…part",
     ]
+
+
+@pytest.mark.parametrize(
+    ("role", "shown"),
+    [
+        (Role.VIEWER, "https://hooks.example.com/…3c4d"),
+        (Role.ONCALL, "https://hooks.example.com/…3c4d"),
+        (Role.ADMIN, "https://hooks.example.com/in?token=9f8e7d6c5b4a3c4d"),
+    ],
+    ids=["viewer", "oncall", "admin"],
+)
+def test_a_webhook_url_with_a_token_is_shown_whole_to_the_team_admins_only(client, role, shown):
+    scene = make_scene()
+    url = "https://hooks.example.com/in?token=9f8e7d6c5b4a3c4d"
+    Channel.objects.filter(pk=scene.channel.pk).update(target=url)
+    client.force_login(make_user(scene.team, role))
+
+    page = client.get(reverse("alerts:settings")).content.decode()
+    listed = client.get(reverse("api-alert-channels")).json()
+
+    assert [channel["target"] for channel in listed] == [shown]
+    assert f"<code>{shown}</code>" in page
+    assert ("9f8e7d6c5b" in page) == (role == Role.ADMIN)
 
 
 def test_a_slack_channel_edited_with_an_empty_target_keeps_its_url_and_never_shows_it(client):
