@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from latencyboard.dashboards.bottleneck import parse_stage_kinds
 from latencyboard.env import env_bool, env_int, env_list, env_str
 from latencyboard.live.layers import redis_channel_layers
+from latencyboard.notifications.transport import BadNetworkError, parse_networks
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("LATENCYBOARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -338,6 +339,13 @@ ALERT_CLEAN_EVALUATIONS = env_int("ALERT_CLEAN_EVALUATIONS", 5, minimum=1, maxim
 # Notification attempts per delivery (429, 5xx and timeouts are retried with backoff).
 ALERT_DELIVERY_MAX_ATTEMPTS = env_int("ALERT_DELIVERY_MAX_ATTEMPTS", 8, minimum=1, maximum=50)
 ALERT_DELIVERY_TIMEOUT_SECONDS = env_int("ALERT_DELIVERY_TIMEOUT_SECONDS", 10, minimum=1)
+# Notifications reach public addresses only (see latencyboard/notifications/transport.py).
+# Networks listed here are allowed besides, for receivers inside your network: CIDRs or single
+# addresses, comma-separated ("10.20.0.0/16,fd12::7"). Cloud metadata addresses never are.
+try:
+    NOTIFICATION_ALLOWED_NETWORKS = parse_networks(env_list("NOTIFICATION_ALLOWED_NETWORKS"))
+except BadNetworkError as exc:
+    raise ImproperlyConfigured(f"NOTIFICATION_ALLOWED_NETWORKS: {exc}") from exc
 # Where people open this site: links in notifications start with it.
 PUBLIC_URL = env_str("PUBLIC_URL", "http://localhost:8000")
 

@@ -7,10 +7,12 @@ whose verdict says whether trying again can help. The outbox owns the retry sche
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import logging
 import smtplib
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMultiAlternatives
 from django.core.validators import validate_email
@@ -18,13 +20,19 @@ from django.core.validators import validate_email
 from latencyboard.notifications import alertmanager, mail, pagerduty, slack, webhook
 from latencyboard.notifications.message import ChannelKind, HttpMessage
 from latencyboard.notifications.notice import Attempt, Notice, Verdict
-from latencyboard.notifications.transport import literal_address, post, refused_reason
+from latencyboard.notifications.transport import (
+    IPAddress,
+    literal_address,
+    post,
+    refused_reason,
+)
 
 logger = logging.getLogger(__name__)
 
 KINDS = frozenset(kind.value for kind in ChannelKind)
 URL_LIMIT = 2048
 MAX_RECIPIENTS = 50
+LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
 
 
 def recipients(target: str) -> list[str]:
@@ -51,11 +59,18 @@ def _url_problem(target: str) -> str | None:
         return "the URL must not hold a user name or password: put credentials in the secret"
     if port == 0:
         return "the URL's port must be from 1 to 65535"
-    address = literal_address(parts.hostname)
-    reason = refused_reason(address) if address is not None else None
+    address = _written_address(parts.hostname)
+    reason = refused_reason(address, settings.NOTIFICATION_ALLOWED_NETWORKS) if address else None
     if reason is not None:
-        return f"{address} is {reason}: notifications may not go there"
+        return f"{parts.hostname} is {reason}: notifications may not go there"
     return None
+
+
+def _written_address(host: str) -> IPAddress | None:
+    """The address a host name stands for without asking DNS (an IP literal, localhost)."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return LOOPBACK
+    return literal_address(host)
 
 
 def validate_target(kind: str, target: str) -> str | None:
@@ -143,7 +158,7 @@ def _attempt(
         message = _render(kind, secret, notice, now)
     except webhook.BadSecretError as exc:
         return Attempt(Verdict.FAILED, None, f"bad secret: {exc}")
-    return post(target, message, timeout_s, now)
+    return post(target, message, timeout_s, now, settings.NOTIFICATION_ALLOWED_NETWORKS)
 
 
 def deliver(

@@ -3,7 +3,10 @@
 Pure of Django. The host is resolved once, every address it resolves to is vetted, and the
 request is sent to that vetted address (with the original Host header and TLS server name),
 so a DNS answer that changes between the check and the connection cannot redirect it.
-Loopback and private addresses stay allowed: tests and self-hosted receivers live there.
+Only public unicast addresses are reachable: loopback, private, shared (CGNAT), link-local,
+multicast and reserved ones are refused, whichever way they are written (IPv4-mapped, 6to4,
+NAT64), unless an operator lists their network as allowed (a receiver inside the company
+network). Cloud metadata services are refused even then. Redirects are never followed.
 """
 
 from __future__ import annotations
@@ -28,22 +31,56 @@ USER_AGENT = "latencyboard-notifications/1"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-# Cloud metadata services outside the link-local ranges (AWS over IPv6, Alibaba Cloud).
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+# Cloud metadata services (AWS, GCP, Azure on 169.254.169.254; AWS over IPv6; Alibaba Cloud).
 METADATA_ADDRESSES = frozenset(
-    {ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")}
+    ipaddress.ip_address(address)
+    for address in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
 )
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
-def refused_reason(address: IPAddress) -> str | None:
-    """Why a notification may not go to ``address``, or None when it may."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
-    if address in METADATA_ADDRESSES or address.is_link_local:
-        return "a link-local or cloud metadata address"
-    if address.is_loopback:  # before is_reserved, which holds all of ::/8, and so ::1
+class BadNetworkError(ValueError):
+    pass
+
+
+def parse_networks(items: list[str]) -> tuple[IPNetwork, ...]:
+    """Networks written as ``10.0.0.0/8`` or single addresses; raises :class:`BadNetworkError`."""
+    try:
+        return tuple(ipaddress.ip_network(item, strict=False) for item in items)
+    except ValueError as exc:
+        raise BadNetworkError(str(exc)) from None
+
+
+def _embedded_ipv4(address: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 one stands for (mapped, 6to4, NAT64), else itself."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address.sixtofour is not None:
+            return address.sixtofour
+        if address in NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def refused_reason(address: IPAddress, allowed: tuple[IPNetwork, ...] = ()) -> str | None:
+    """Why a notification may not go to ``address``, or None when it may: it must be a
+    public unicast address, or lie in one of the ``allowed`` networks (never a metadata one)."""
+    address = _embedded_ipv4(address)
+    if address in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if any(address.version == network.version and address in network for network in allowed):
         return None
+    if address.is_link_local:
+        return "a link-local address"
+    if address.is_loopback:
+        return "a loopback address"
     if address.is_multicast or address.is_unspecified or address.is_reserved:
         return "not a unicast host address"
+    # Private (RFC 1918, fc00::/7), shared (CGNAT's 100.64.0.0/10), documentation, benchmarking.
+    if not address.is_global:
+        return "a private or non-public address"
     return None
 
 
@@ -113,8 +150,15 @@ def _excerpt(response: httpx.Response, deadline: float) -> str:
     return text[:EXCERPT_LIMIT]
 
 
-def post(target: str, message: HttpMessage, timeout_s: float, now: dt.datetime) -> Attempt:
-    """POST ``message`` to ``target`` once (no retries: the outbox retries) and judge it."""
+def post(
+    target: str,
+    message: HttpMessage,
+    timeout_s: float,
+    now: dt.datetime,
+    allowed: tuple[IPNetwork, ...] = (),
+) -> Attempt:
+    """POST ``message`` to ``target`` once (no retries: the outbox retries) and judge it;
+    ``allowed`` are the networks besides public addresses it may reach."""
     parts = urlsplit(target)
     host = parts.hostname or ""
     port = parts.port or DEFAULT_PORTS[parts.scheme]
@@ -123,7 +167,7 @@ def post(target: str, message: HttpMessage, timeout_s: float, now: dt.datetime) 
     except (socket.gaierror, UnicodeError) as exc:
         return Attempt(Verdict.RETRY, None, f"could not resolve {host}: {exc}")
     for address in addresses:
-        reason = refused_reason(address)
+        reason = refused_reason(address, allowed)
         if reason is not None:
             return Attempt(Verdict.FAILED, None, f"refused: {host} is {address}, {reason}")
     address = addresses[0]

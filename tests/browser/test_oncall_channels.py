@@ -13,14 +13,15 @@ from latencyboard.teams.models import Role
 from tests.browser.conftest import PASSWORD, LiveWeb, log_in, screenshot
 from tests.factories import make_user
 from tests.latencyboard.alerts.scenes import make_scene
-from tests.latencyboard.notifications.receiver import running_receiver
+from tests.latencyboard.notifications.receiver import allow_loopback_receivers, running_receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_an_admin_sends_a_test_and_reads_its_outcome_in_the_delivery_log(
-    page: Any, live_web: LiveWeb
+    page: Any, live_web: LiveWeb, settings: Any
 ):
+    allow_loopback_receivers(settings)
     with running_receiver() as receiver:
         scene = make_scene()
         scene.channel.target = receiver.url

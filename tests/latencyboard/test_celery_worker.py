@@ -29,28 +29,18 @@ from tests.support import PYTHON, RunningProcess, start_process, stop_process
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
 
+WORKER_ARGV = [
+    *(PYTHON, "-m", "celery", "-A", "latencyboard", "worker", "--pool", "solo"),
+    *("--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"),
+]
+
+
 @pytest.fixture(scope="module")
 def worker(
     child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningProcess]:
     running = start_process(
-        [
-            PYTHON,
-            "-m",
-            "celery",
-            "-A",
-            "latencyboard",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        child_env,
-        tmp_path_factory.mktemp("worker") / "worker.log",
+        WORKER_ARGV, child_env, tmp_path_factory.mktemp("worker") / "worker.log"
     )
     yield running
     stop_process(running)

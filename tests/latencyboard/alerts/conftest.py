@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from tests.latencyboard.notifications.receiver import Receiver, running_receiver
+from tests.latencyboard.notifications.receiver import (
+    Receiver,
+    allow_loopback_receivers,
+    running_receiver,
+)
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
+def receiver(settings: Any) -> Iterator[Receiver]:
+    allow_loopback_receivers(settings)
     with running_receiver() as started:
         yield started

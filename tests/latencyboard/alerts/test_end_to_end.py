@@ -6,6 +6,7 @@ acknowledge through the UI, and the regression's end resolving it everywhere."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
@@ -19,17 +20,28 @@ from latencyboard.rollups.models import Rollup
 from latencyboard.teams.models import Role
 from tests.factories import make_user
 from tests.latencyboard.alerts.scenes import HOOK_SECRET, make_scene, put_history, put_minutes
-from tests.latencyboard.notifications.receiver import running_receiver
-from tests.latencyboard.test_celery_worker import _wait_for, worker  # noqa: F401 - fixture
-from tests.support import RunningProcess
+from tests.latencyboard.notifications.receiver import LOOPBACK_NETWORK, running_receiver
+from tests.latencyboard.test_celery_worker import WORKER_ARGV, _wait_for
+from tests.support import RunningProcess, start_process, stop_process
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
 ROUTING_KEY = "R0UT1NGKEY0123456789abcdef012345"
 
 
+@pytest.fixture(scope="module")
+def worker(
+    child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningProcess]:
+    """A worker that may deliver to the receivers on loopback."""
+    env = {**child_env, "NOTIFICATION_ALLOWED_NETWORKS": LOOPBACK_NETWORK}
+    running = start_process(WORKER_ARGV, env, tmp_path_factory.mktemp("worker") / "worker.log")
+    yield running
+    stop_process(running)
+
+
 def test_a_model_forward_regression_is_told_acknowledged_and_resolved_on_every_receiver(
-    worker: RunningProcess,  # noqa: F811 - the fixture
+    worker: RunningProcess,
     client,
 ):
     with running_receiver() as hook, running_receiver() as slack, running_receiver() as pager:

@@ -1,7 +1,8 @@
 """A real HTTP receiver on loopback for notification tests: records every request and
 answers as the test scripts it (e.g. 503 three times, then 200; or hang).
 
-Use the ``receiver`` fixture of this folder's conftest, or ``running_receiver()`` elsewhere.
+Use the ``receiver`` fixture of this folder's conftest, or ``running_receiver()`` elsewhere
+with ``allow_loopback_receivers(settings)``: notifications refuse loopback by default.
 """
 
 from __future__ import annotations
@@ -14,6 +15,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from latencyboard.notifications.transport import parse_networks
+
+# The allow-list setting a process that delivers to these receivers needs (and its env value).
+LOOPBACK_NETWORK = "127.0.0.1/32"
+
+
+def allow_loopback_receivers(settings: Any) -> None:
+    """Let notifications reach loopback, in a test that delivers to a receiver here."""
+    settings.NOTIFICATION_ALLOWED_NETWORKS = parse_networks([LOOPBACK_NETWORK])
 
 
 @dataclass(frozen=True)

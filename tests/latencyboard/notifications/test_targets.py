@@ -1,24 +1,52 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from latencyboard.notifications.delivery import mask, validate_secret, validate_target
+from latencyboard.notifications.transport import parse_networks
 
 
 @pytest.mark.parametrize(
     ("kind", "target"),
     [
         ("webhook", "https://hooks.example.org/latencyboard"),
-        ("webhook", "http://127.0.0.1:8123/hook"),
+        ("webhook", "http://93.184.216.34:8123/hook"),
         ("slack", "https://hooks.slack.com/services/T000/B000/XXXX"),
         ("pagerduty", "https://events.pagerduty.com/v2/enqueue"),
-        ("alertmanager", "http://[::1]:9093/api/v2/alerts"),
+        ("alertmanager", "http://[2606:4700:4700::1111]:9093/api/v2/alerts"),
         ("email", "oncall@example.org"),
         ("email", "oncall@example.org, lead@example.org"),
     ],
 )
 def test_a_good_target_passes(kind: str, target: str) -> None:
     assert validate_target(kind, target) is None
+
+
+@pytest.mark.parametrize(
+    ("target", "error"),
+    [
+        ("http://127.0.0.1:8123/hook", "127.0.0.1 is a loopback address"),
+        ("http://localhost:9093/api/v2/alerts", "localhost is a loopback address"),
+        ("http://alertmanager.localhost/", "alertmanager.localhost is a loopback address"),
+        ("http://[::1]:9093/", "::1 is a loopback address"),
+        ("http://[::ffff:127.0.0.1]/", "::ffff:127.0.0.1 is a loopback address"),
+        ("http://10.0.0.7/hook", "10.0.0.7 is a private or non-public address"),
+        ("http://100.64.1.1/hook", "100.64.1.1 is a private or non-public address"),
+        ("http://[fd12::7]/hook", "fd12::7 is a private or non-public address"),
+        ("https://[fe80::1%25eth0]/", "fe80::1%25eth0 is a link-local address"),
+        ("http://239.1.2.3/", "239.1.2.3 is not a unicast host address"),
+    ],
+)
+def test_an_internal_target_is_refused(target: str, error: str) -> None:
+    assert validate_target("webhook", target) == f"{error}: notifications may not go there"
+
+
+def test_an_internal_target_in_an_allowed_network_passes(settings: Any) -> None:
+    settings.NOTIFICATION_ALLOWED_NETWORKS = parse_networks(["10.0.0.0/8"])
+
+    assert validate_target("webhook", "http://10.0.0.7/hook") is None
 
 
 @pytest.mark.parametrize(
@@ -48,8 +76,7 @@ def test_a_good_target_passes(kind: str, target: str) -> None:
         (
             "slack",
             "http://169.254.169.254/latest/meta-data/",
-            "169.254.169.254 is a link-local or cloud metadata address: "
-            "notifications may not go there",
+            "169.254.169.254 is a cloud metadata address: notifications may not go there",
         ),
         ("webhook", "https://example.org/" + "a" * 2048, "the URL is longer than 2048 characters"),
         ("email", " , ", "give at least one e-mail address"),
