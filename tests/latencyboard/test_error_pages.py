@@ -81,3 +81,18 @@ def test_a_database_that_cannot_be_reached_is_a_503_to_retry():
     # Then the answer says to retry shortly, as ingest's does
     assert response.status_code == 503
     assert response["Retry-After"] == "10"
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])
+@pytest.mark.parametrize(
+    "path",
+    ["/api/no/such/thing/", "/api/pipelines/abc/percentiles/", "/api/"],
+    ids=["unknown", "not-an-id", "root"],
+)
+def test_an_unknown_api_path_answers_json_never_a_page(client, debug, path):
+    with override_settings(DEBUG=debug, ROOT_URLCONF="latencyboard.urls"):
+        response = client.get(path)
+
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "Not found."}
