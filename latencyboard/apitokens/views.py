@@ -15,33 +15,35 @@ from latencyboard.apitokens import queries, services
 from latencyboard.apitokens.forms import ApiTokenForm
 from latencyboard.apitokens.models import ApiToken
 from latencyboard.audit_trail import Subject, act
+from latencyboard.web.issued import keep_once, take_once
 
 
 @never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def tokens(request: HttpRequest) -> HttpResponse:
-    """GET lists the user's tokens; POST creates one and answers with its plaintext, once."""
+    """GET lists the user's tokens (with the plaintext of the one just created, once); POST
+    creates one and redirects to the GET, so that a reload never creates a second."""
     assert isinstance(request.user, User)  # login_required
     form = ApiTokenForm(request.POST or None)
-    issued = None
-    status = 200
-    if request.method == "POST":
-        if form.is_valid():
-            issued = services.issue_api_token(
-                request.user, form.cleaned_data["name"], form.cleaned_data["scope"]
-            )
-            act(
-                request,
-                "api_token.created",
-                Subject("api_token", issued.token.pk, issued.token.name, None),
-                {"scope": issued.token.scope, "prefix": issued.token.prefix},
-            )
-            form = ApiTokenForm()
-        else:
-            status = 400
-    context = {"form": form, "issued": issued, "tokens": queries.tokens_of(request.user)}
-    return render(request, "apitokens/tokens.html", context, status=status)
+    if request.method == "POST" and form.is_valid():
+        issued = services.issue_api_token(
+            request.user, form.cleaned_data["name"], form.cleaned_data["scope"]
+        )
+        act(
+            request,
+            "api_token.created",
+            Subject("api_token", issued.token.pk, issued.token.name, None),
+            {"scope": issued.token.scope, "prefix": issued.token.prefix},
+        )
+        keep_once(request, "api_token", {"name": issued.token.name, "plaintext": issued.plaintext})
+        return redirect("api-tokens")
+    context = {
+        "form": form,
+        "issued": take_once(request, "api_token"),
+        "tokens": queries.tokens_of(request.user),
+    }
+    return render(request, "apitokens/tokens.html", context, status=400 if form.errors else 200)
 
 
 @login_required

@@ -1,4 +1,4 @@
-"""Admin pages that issue a secret and show it once, in the response that created it."""
+"""Admin pages that issue a secret and show it once, on the page the add form redirects to."""
 
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
+
+from latencyboard.web.issued import keep_once, take_once
 
 
 class IssueOnceAdmin(admin.ModelAdmin):
-    """Creates rows through :meth:`issue` and renders the plaintext it returns on the page
-    answering the add form, never in a message: Django's default message storage is a
-    cookie, signed but not encrypted, so the secret would be readable without the key."""
+    """Creates rows through :meth:`issue` and shows the plaintext it returns once, by
+    Post/Redirect/Get (``web.issued``): reloading the page shows no secret and creates no
+    second row, and the secret is never in a cookie."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -31,17 +33,37 @@ class IssueOnceAdmin(admin.ModelAdmin):
             return
         self._plaintexts[request] = self.issue(request, obj)
 
+    def _names(self) -> tuple[str, str]:
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        return f"{prefix}_issued", f"admin:{prefix}_changelist"
+
+    def get_urls(self) -> list[URLPattern]:
+        issued = path(
+            "issued/", self.admin_site.admin_view(self.issued_view), name=self._names()[0]
+        )
+        return [issued, *super().get_urls()]
+
     def response_add(
         self, request: HttpRequest, obj: Any, post_url_continue: str | None = None
     ) -> HttpResponse:
+        plaintext = self._plaintexts.pop(request)
+        keep_once(request, self._names()[0], {"object": str(obj), "plaintext": plaintext})
+        return HttpResponseRedirect(reverse(f"admin:{self._names()[0]}"))
+
+    def issued_view(self, request: HttpRequest) -> HttpResponse:
+        """The secret just issued, once; afterwards (a reload) the list of rows."""
+        name, changelist = self._names()
+        issued = take_once(request, name)
+        if issued is None:
+            return HttpResponseRedirect(reverse(changelist))
         opts = self.opts
         context = {
             **self.admin_site.each_context(request),
             "opts": opts,
             "title": f"New {opts.verbose_name}",
-            "object": obj,
-            "plaintext": self._plaintexts.pop(request),
-            "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+            "object": issued["object"],
+            "plaintext": issued["plaintext"],
+            "changelist_url": reverse(changelist),
         }
         response = TemplateResponse(request, "admin/issued_once.html", context)
         # Not kept by the browser's back/forward cache or any proxy.

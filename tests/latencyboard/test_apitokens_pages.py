@@ -24,9 +24,13 @@ def test_a_user_creates_a_token_and_sees_it_once_outside_any_cookie(client):
     client.force_login(user)
 
     # when they create a read-only token on the API tokens page
-    response = client.post("/account/api-tokens/", {"name": "grafana", "scope": "read"})
+    response = client.post(
+        "/account/api-tokens/", {"name": "grafana", "scope": "read"}, follow=True
+    )
 
-    # then the page shows its plaintext exactly once, matching the stored hash
+    # then the POST redirects (Post/Redirect/Get) to the page showing its plaintext once,
+    # matching the stored hash
+    assert response.redirect_chain == [("/account/api-tokens/", 302)]
     body = response.content.decode()
     shown = PLAINTEXT.findall(body)
     assert response.status_code == 200
@@ -36,8 +40,9 @@ def test_a_user_creates_a_token_and_sees_it_once_outside_any_cookie(client):
     # and no cookie or cache keeps it
     assert shown[0] not in str(response.cookies)
     assert "no-store" in response["Cache-Control"]
-    # and reloading the page lists the token without it
+    # and reloading the page lists the token without it, creating no second one
     again = client.get("/account/api-tokens/").content.decode()
+    assert ApiToken.objects.filter(user=user).count() == 1
     assert "grafana" in again
     assert token.prefix in again
     assert PLAINTEXT.search(again) is None
@@ -107,9 +112,12 @@ def test_admin_creates_a_token_for_a_user_and_sees_it_once_outside_any_cookie(ad
     user = member()
 
     response = admin_client.post(
-        "/admin/apitokens/apitoken/add/", {"user": user.pk, "name": "ci", "scope": "read_write"}
+        "/admin/apitokens/apitoken/add/",
+        {"user": user.pk, "name": "ci", "scope": "read_write"},
+        follow=True,
     )
 
+    assert response.redirect_chain == [("/admin/apitokens/apitoken/issued/", 302)]
     body = response.content.decode()
     shown = PLAINTEXT.findall(body)
     assert response.status_code == 200
@@ -119,6 +127,10 @@ def test_admin_creates_a_token_for_a_user_and_sees_it_once_outside_any_cookie(ad
     assert shown[0] not in str(response.cookies)
     listing = admin_client.get("/admin/apitokens/apitoken/").content.decode()
     assert PLAINTEXT.search(listing) is None
+    # and reloading the page that showed it creates nothing and shows it no more
+    reload = admin_client.get("/admin/apitokens/apitoken/issued/", follow=True)
+    assert PLAINTEXT.search(reload.content.decode()) is None
+    assert ApiToken.objects.filter(user=user).count() == 1
 
 
 def test_admin_revokes_api_tokens(admin_client):

@@ -72,10 +72,12 @@ def test_admin_creates_token_and_sees_it_once_outside_any_cookie(admin_client):
 
     # when an admin adds an ingest token
     response = admin_client.post(
-        "/admin/teams/ingesttoken/add/", {"team": team.pk, "name": "prod collector"}
+        "/admin/teams/ingesttoken/add/", {"team": team.pk, "name": "prod collector"}, follow=True
     )
 
-    # then the response itself shows the plaintext once, and it matches the stored hash
+    # then it is redirected (Post/Redirect/Get) to a page showing the plaintext once, and
+    # it matches the stored hash
+    assert response.redirect_chain == [("/admin/teams/ingesttoken/issued/", 302)]
     body = response.content.decode()
     shown = re.search(r"(lb_[A-Za-z0-9_\-]{43})", body)
     assert response.status_code == 200
@@ -89,6 +91,10 @@ def test_admin_creates_token_and_sees_it_once_outside_any_cookie(admin_client):
     # and neither the list nor the token's own page shows it again
     for url in ["/admin/teams/ingesttoken/", f"/admin/teams/ingesttoken/{token.pk}/change/"]:
         assert shown.group(1) not in admin_client.get(url).content.decode()
+    # and reloading the page that showed it creates no second token
+    reload = admin_client.get("/admin/teams/ingesttoken/issued/", follow=True)
+    assert shown.group(1) not in reload.content.decode()
+    assert IngestToken.objects.filter(team=team).count() == 1
 
 
 def test_admin_revokes_tokens(admin_client):
