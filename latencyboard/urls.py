@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
-from latencyboard.web import views
+from latencyboard.web import api_docs, views
 
 # Redoc (served from here by drf-spectacular-sidecar) runs its search in a blob: worker.
 _REDOC_CSP = {"worker-src": ["blob:"]}
@@ -34,4 +34,5 @@ urlpatterns = [
         ),
         name="api-docs",
     ),
+    path("api/docs/redoc.standalone.js", api_docs.redoc_bundle, name="api-docs-redoc"),
 ]
