@@ -291,6 +291,7 @@ class Delivery(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
+        verbose_name_plural = "deliveries"
 
     def __str__(self) -> str:
         what = self.event if self.event else "test"

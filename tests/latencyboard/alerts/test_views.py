@@ -269,3 +269,25 @@ def test_an_outsider_admin_cannot_test_another_teams_channel(client):
 
     assert answer.status_code == 404
     assert Delivery.objects.count() == 0
+
+
+def test_a_test_not_sent_yet_has_no_answer_in_the_delivery_log(client):
+    # given a channel test queued but not sent
+    scene = make_scene()
+    client.force_login(make_user(scene.team, Role.ADMIN))
+    client.post(reverse("alerts:channel-test", kwargs={"channel_id": scene.channel.pk}))
+
+    # when the admin reads the delivery log
+    page = client.get(reverse("alerts:settings")).content.decode()
+
+    # then its "Last answer" is a dash, not the word None
+    row = page[page.index('id="deliveries"') :].split("<tbody>")[1].split("</tr>")[0]
+    assert row.endswith("<td>—</td>")
+    assert "None" not in row
+
+
+def test_the_admin_names_deliveries_in_english(admin_client):
+    page = admin_client.get("/admin/alerts/delivery/").content.decode()
+
+    assert "Deliveries" in page
+    assert "Deliverys" not in page
