@@ -7,10 +7,15 @@ Only public unicast addresses are reachable: loopback, private, shared (CGNAT), 
 multicast and reserved ones are refused, whichever way they are written (IPv4-mapped, 6to4,
 NAT64), unless an operator lists their network as allowed (a receiver inside the company
 network). Cloud metadata services are refused even then. Redirects are never followed.
+
+One wall-clock deadline bounds the whole exchange (connect, TLS, request, status line,
+headers and the excerpt of the answer): httpx's own timeout bounds each read, so a receiver
+trickling a byte every few seconds would hold a worker for ever.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import email.utils
 import functools
@@ -139,15 +144,35 @@ def _pinned_url(parts: SplitResult, address: IPAddress, port: int) -> str:
     return parts._replace(netloc=f"{host}:{port}").geturl()
 
 
-def _excerpt(response: httpx.Response, deadline: float) -> str:
-    """The start of the answer, on one line; reading stops at BODY_LIMIT or the deadline."""
+async def _excerpt(response: httpx.Response) -> str:
+    """The start of the answer, on one line; reading stops at BODY_LIMIT."""
     read = b""
-    for chunk in response.iter_raw():
+    async for chunk in response.aiter_raw():
         read += chunk
-        if len(read) >= BODY_LIMIT or time.monotonic() > deadline:
+        if len(read) >= BODY_LIMIT:
             break
     text = " ".join(read[:BODY_LIMIT].decode("utf-8", "replace").split())
     return text[:EXCERPT_LIMIT]
+
+
+async def _exchange(
+    url: str,
+    message: HttpMessage,
+    headers: dict[str, str],
+    extensions: dict[str, str],
+    timeout_s: float,
+) -> tuple[httpx.Response, str]:
+    """POST and read the status, headers and (unless delivered) the excerpt of the answer."""
+    async with (
+        httpx.AsyncClient(
+            timeout=timeout_s, verify=_tls_context(), trust_env=False, follow_redirects=False
+        ) as client,
+        client.stream(
+            "POST", url, headers=headers, content=message.body, extensions=extensions
+        ) as response,
+    ):
+        delivered = verdict_for(response.status_code) is Verdict.DELIVERED
+        return response, "" if delivered else await _excerpt(response)
 
 
 def post(
@@ -178,28 +203,15 @@ def post(
     if parts.scheme == "https" and literal_address(host) is None:
         extensions["sni_hostname"] = host
     started = time.monotonic()
+    exchange = _exchange(_pinned_url(parts, address, port), message, headers, extensions, timeout_s)
     try:
-        with (
-            httpx.Client(
-                timeout=timeout_s, verify=_tls_context(), trust_env=False, follow_redirects=False
-            ) as client,
-            client.stream(
-                "POST",
-                _pinned_url(parts, address, port),
-                headers=headers,
-                content=message.body,
-                extensions=extensions,
-            ) as response,
-        ):
-            verdict = verdict_for(response.status_code)
-            excerpt = (
-                "" if verdict is Verdict.DELIVERED else _excerpt(response, started + timeout_s)
-            )
-    except httpx.TimeoutException:
+        response, excerpt = asyncio.run(asyncio.wait_for(exchange, timeout_s))
+    except (TimeoutError, httpx.TimeoutException):
         return Attempt(Verdict.RETRY, None, f"timed out after {_seconds(timeout_s)} s")
     except httpx.RequestError as exc:
         detail = f"could not reach {host}:{port}: {str(exc) or type(exc).__name__}"
         return Attempt(Verdict.RETRY, None, detail)
+    verdict = verdict_for(response.status_code)
     elapsed = time.monotonic() - started
     detail = f"{response.status_code} {response.reason_phrase} after {elapsed:.2f} s"
     if 300 <= response.status_code < 400:

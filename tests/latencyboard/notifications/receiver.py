@@ -8,6 +8,7 @@ with ``allow_loopback_receivers(settings)``: notifications refuse loopback by de
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -141,3 +142,39 @@ def running_receiver() -> Iterator[Receiver]:
         yield receiver
     finally:
         receiver.close()
+
+
+TRICKLED_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Slow: trickled\r\n\r\n"
+
+
+@contextmanager
+def trickling_receiver(byte_every_s: float) -> Iterator[str]:
+    """A receiver that reads a request, then sends its 200 answer one byte every
+    ``byte_every_s`` seconds (well inside any per-read timeout); yields its URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    closing = threading.Event()
+
+    def serve() -> None:
+        while not closing.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(65536)
+                for byte in TRICKLED_ANSWER:
+                    if closing.wait(byte_every_s):
+                        return
+                    try:
+                        connection.sendall(bytes([byte]))
+                    except OSError:
+                        break
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
+    finally:
+        closing.set()
+        listener.close()
+        thread.join(5)

@@ -15,7 +15,11 @@ from standardwebhooks import Webhook
 
 from latencyboard.notifications.delivery import deliver
 from latencyboard.notifications.notice import Action, Attempt, Verdict
-from tests.latencyboard.notifications.receiver import Receiver, allow_loopback_receivers
+from tests.latencyboard.notifications.receiver import (
+    Receiver,
+    allow_loopback_receivers,
+    trickling_receiver,
+)
 from tests.latencyboard.notifications.samples import notice
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -113,6 +117,21 @@ def test_a_hanging_receiver_times_out_within_the_timeout(receiver: Receiver) -> 
 
     assert attempt == Attempt(Verdict.RETRY, None, "timed out after 0.50 s")
     assert 0.5 <= elapsed < 1.5
+
+
+def test_a_receiver_trickling_its_answer_is_cut_at_the_deadline_of_the_whole_exchange(
+    settings: Any,
+) -> None:
+    allow_loopback_receivers(settings)
+    # given a receiver that sends its 200 one byte every 0.4 s: each read is far inside the
+    # timeout, the whole answer (56 bytes) takes 22 s
+    with trickling_receiver(byte_every_s=0.4) as url:
+        # when a notice is sent with a 2 s deadline
+        attempt = deliver("webhook", url, SECRET, notice(), 2.0)
+
+    # then the attempt ends at the deadline, to be retried, rather than when the receiver
+    # finishes (a 4 s trickle would otherwise hold a worker for minutes)
+    assert attempt == Attempt(Verdict.RETRY, None, "timed out after 2 s")
 
 
 def test_a_closed_port_is_retried(settings: Any) -> None:
