@@ -18,6 +18,12 @@ from latencyboard.dashboards.bottleneck import parse_stage_kinds
 from latencyboard.env import env_bool, env_int, env_list, env_str
 from latencyboard.live.layers import redis_channel_layers
 from latencyboard.notifications.transport import BadNetworkError, parse_networks
+from latencyboard.task_limits import (
+    DEFAULT_LIMIT,
+    TIME_LIMITS,
+    parse_time_limits,
+    task_annotations,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("LATENCYBOARD_VAR_DIR", str(BASE_DIR / "var")))
@@ -293,6 +299,19 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Notifications go to a queue of their own, served by its own worker: a receiver that answers
+# slowly then delays other notifications, never the fold, alerts or reports.
+NOTIFICATIONS_QUEUE = "notifications"
+CELERY_TASK_ROUTES = {"alerts.send_deliveries": {"queue": NOTIFICATIONS_QUEUE}}
+# Soft and hard time limits of every task (latencyboard/task_limits.py has them per family);
+# TASK_TIME_LIMITS="audits.build_report=3600:3900,…" changes some.
+try:
+    TASK_TIME_LIMITS = {**TIME_LIMITS, **parse_time_limits(env_str("TASK_TIME_LIMITS", ""))}
+except ValueError as exc:
+    raise ImproperlyConfigured(f"TASK_TIME_LIMITS: {exc}") from exc
+CELERY_TASK_ANNOTATIONS = task_annotations(TASK_TIME_LIMITS)
+CELERY_TASK_SOFT_TIME_LIMIT = DEFAULT_LIMIT.soft
+CELERY_TASK_TIME_LIMIT = DEFAULT_LIMIT.hard
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "spans.ensure-partitions": {
@@ -340,7 +359,10 @@ ALERT_BASELINE_MIN_COUNT = env_int("ALERT_BASELINE_MIN_COUNT", 10_000, minimum=1
 ALERT_CLEAN_EVALUATIONS = env_int("ALERT_CLEAN_EVALUATIONS", 5, minimum=1, maximum=1440)
 # Notification attempts per delivery (429, 5xx and timeouts are retried with backoff).
 ALERT_DELIVERY_MAX_ATTEMPTS = env_int("ALERT_DELIVERY_MAX_ATTEMPTS", 8, minimum=1, maximum=50)
-ALERT_DELIVERY_TIMEOUT_SECONDS = env_int("ALERT_DELIVERY_TIMEOUT_SECONDS", 10, minimum=1)
+# One wall-clock deadline per attempt: connecting, TLS, sending and reading the answer.
+ALERT_DELIVERY_TIMEOUT_SECONDS = env_int(
+    "ALERT_DELIVERY_TIMEOUT_SECONDS", 10, minimum=1, maximum=60
+)
 # Notifications reach public addresses only (see latencyboard/notifications/transport.py).
 # Networks listed here are allowed besides, for receivers inside your network: CIDRs or single
 # addresses, comma-separated ("10.20.0.0/16,fd12::7"). Cloud metadata addresses never are.

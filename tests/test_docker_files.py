@@ -38,7 +38,7 @@ SETTINGS_PY = ROOT / "latencyboard" / "settings.py"
 ENV_PY = ROOT / "latencyboard" / "env.py"
 
 INFRA_SERVICES = {"postgres", "redis"}
-APP_SERVICES = {"migrate", "web", "ingest", "worker", "beat"}
+APP_SERVICES = {"migrate", "web", "ingest", "worker", "notifier", "beat"}
 LONG_RUNNING = (INFRA_SERVICES | APP_SERVICES) - {"migrate"}
 # Required whenever DEBUG is off; ALLOWED_HOSTS is enforced by its own check in settings.py.
 ALWAYS_REQUIRED = {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "ALLOWED_HOSTS"}
@@ -384,6 +384,14 @@ def test_compose_commands() -> None:
     assert _command(services["beat"])[:4] == ["celery", "-A", "latencyboard", "beat"]
 
 
+def test_compose_delivers_notifications_on_a_worker_of_their_own() -> None:
+    services = _services()
+    worker, notifier = _command(services["worker"]), _command(services["notifier"])
+    assert "--queues=celery,reports" in worker
+    assert notifier[:4] == ["celery", "-A", "latencyboard", "worker"]
+    assert "--queues=notifications" in notifier
+
+
 def test_compose_published_ports() -> None:
     def container_ports(service: dict[str, Any]) -> set[str]:
         return {str(p).rsplit(":", 1)[-1].split("/")[0] for p in service.get("ports", [])}
@@ -391,7 +399,7 @@ def test_compose_published_ports() -> None:
     services = _services()
     assert container_ports(services["web"]) == {"8000"}
     assert container_ports(services["ingest"]) == {"4317", "4318"}
-    for name in INFRA_SERVICES | {"migrate", "worker", "beat"}:
+    for name in INFRA_SERVICES | {"migrate", "worker", "notifier", "beat"}:
         assert "ports" not in services[name], f"{name} should not be published"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -105,13 +106,17 @@ def send_due(
     send: Deliver = deliver,
     schedule: Schedule | None = None,
     limit: int = 100,
+    seconds: float | None = None,
 ) -> int:
     """Send up to ``limit`` due deliveries, one transaction each (its row locked, so no two
     workers send it) through ``send`` (the notifications transport; the retry-schedule
-    tests script it); returns how many were attempted."""
+    tests script it); returns how many were attempted. With ``seconds``, no delivery is
+    started after that long: the rest wait for the next run, and the task's time limit holds
+    however slowly receivers answer."""
     schedule = schedule or Schedule(max_attempts=settings.ALERT_DELIVERY_MAX_ATTEMPTS)
+    stop_at = None if seconds is None else time.monotonic() + seconds
     attempted = 0
-    while attempted < limit:
+    while attempted < limit and (stop_at is None or time.monotonic() < stop_at):
         with transaction.atomic():
             delivery = (
                 Delivery.objects.select_for_update(skip_locked=True, of=("self",))

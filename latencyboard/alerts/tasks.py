@@ -5,6 +5,10 @@ from django.utils import timezone
 
 from latencyboard.alerts import baselines, evaluation, outbox
 
+# Deliveries are started for this long per run; each has its own deadline (at most 60 s), so a
+# run ends well inside the task's soft time limit.
+DELIVERY_SECONDS = 60.0
+
 
 @shared_task(name="alerts.compute_baselines", ignore_result=True)
 def compute_baselines() -> None:
@@ -18,4 +22,4 @@ def evaluate() -> None:
 
 @shared_task(name="alerts.send_deliveries", ignore_result=True)
 def send_deliveries() -> None:
-    outbox.send_due(timezone.now)
+    outbox.send_due(timezone.now, seconds=DELIVERY_SECONDS)

@@ -133,6 +133,11 @@ def _children(env: dict[str, str], log_dir: Path, bind: str, demo: bool) -> list
             *(python, "-m", "celery", "-A", "latencyboard", "worker", "--loglevel", "INFO"),
             *("--concurrency", "2", "--hostname", "worker@%h", "--queues", "celery,reports"),
         ],
+        # Notifications apart: a slow receiver must never hold the fold's worker.
+        "notifier": [
+            *(python, "-m", "celery", "-A", "latencyboard", "worker", "--loglevel", "INFO"),
+            *("--concurrency", "2", "--hostname", "notifier@%h", "--queues", "notifications"),
+        ],
         "beat": [python, "-m", "celery", "-A", "latencyboard", "beat", "--loglevel", "INFO"],
     }
     if demo:

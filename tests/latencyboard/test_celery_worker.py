@@ -32,6 +32,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 WORKER_ARGV = [
     *(PYTHON, "-m", "celery", "-A", "latencyboard", "worker", "--pool", "solo"),
     *("--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"),
+    # Both queues: the alert tests follow a notification from evaluation to receiver.
+    *("--queues", "celery,notifications"),
 ]
 
 
