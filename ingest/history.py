@@ -30,6 +30,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from ingest.backfill import BACKFILL, CHUNK, BackfillProgress, backfill_demo
+from ingest.llm_backfill import backfill_llm
 from latencyboard.rollups import compaction, services, stage_share_services
 from latencyboard.spans.models import IngestBatch, Span
 from latencyboard.teams.models import Team
@@ -92,12 +93,16 @@ def load_demo_history(
         requests_per_s=requests_per_s,
         progress=report_day,
     )
+    llm_spans = backfill_llm(
+        team, start=start, end=end, requests_per_s=requests_per_s, protocol=BACKFILL
+    )
+    say(f"LLM pipeline: {llm_spans:,} spans")
     # The fold (rollups, cohorts behind deployment markers) and the stage shares each read
     # the raw spans on their own;
     # they run side by side, each in as many threads as it has concurrent workers in
     # production (row locks with SKIP LOCKED split the work), so the database and Python
     # overlap.
-    catch_up = _CatchUp(say, written.spans)
+    catch_up = _CatchUp(say, written.spans + llm_spans)
     work = [
         lambda: catch_up.until_done("rollups", _fold_step),
         lambda: catch_up.until_done("shares", _share_step),
@@ -109,7 +114,7 @@ def load_demo_history(
     catch_up.say_if_new()
     compaction.compact_rollups(timezone.now())
     say("rollups compacted into hours and days")
-    result = HistoryResult(days, written.spans, time.perf_counter() - started)
+    result = HistoryResult(days, written.spans + llm_spans, time.perf_counter() - started)
     logger.info(
         "history.loaded",
         extra={"team": team.pk, "days": days, "spans": result.spans, "seconds": result.seconds},

@@ -19,13 +19,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from latencyboard.demo.incident import IncidentFile, incident_path
+from latencyboard.demo.llm import LLM_PIPELINES
+from latencyboard.demo.llm_service import llm_traffic, tracer_providers
 from latencyboard.demo.profiles import PIPELINES
 from latencyboard.demo.service import (
+    PipelineTraffic,
+    Traffic,
     make_exporter,
     make_tracer_provider,
     otlp_protocol_from_env,
@@ -36,7 +41,9 @@ logger = logging.getLogger("latencyboard.demo")
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
-DEFAULT_RATE = sum(pipeline.requests_per_s for pipeline in PIPELINES)
+DEFAULT_RATE = sum(p.requests_per_s for p in PIPELINES) + sum(
+    p.requests_per_s for p in LLM_PIPELINES
+)
 # A reachable endpoint takes the final flush in milliseconds; an unreachable one would keep the
 # exporters retrying for their whole export timeout (10 s by default) after Ctrl-C.
 SHUTDOWN_TIMEOUT_S = 5.0
@@ -76,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
             make_tracer_provider(pipeline, BatchSpanProcessor(make_exporter(protocol)))
             for pipeline in PIPELINES
         ]
+        llm_providers = [
+            tracer_providers(pipeline, lambda: BatchSpanProcessor(make_exporter(protocol)))
+            for pipeline in LLM_PIPELINES
+        ]
     except ValueError as exc:
         parser.error(str(exc))
 
@@ -88,15 +99,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
 
+    names = [pipeline.name for pipeline in PIPELINES]
+    names += [f"{pipeline.gateway} → {pipeline.name}" for pipeline in LLM_PIPELINES]
     logger.info(
-        "demo: %s pipelines at %g req/s over OTLP %s",
-        ", ".join(pipeline.name for pipeline in PIPELINES),
-        args.rate,
-        protocol,
+        "demo: %s pipelines at %g req/s over OTLP %s", ", ".join(names), args.rate, protocol
     )
-    services = [
-        (pipeline, provider.get_tracer("latencyboard.demo"))
+    services: list[Traffic[Any]] = [
+        PipelineTraffic(pipeline, provider.get_tracer("latencyboard.demo"))
         for pipeline, provider in zip(PIPELINES, providers, strict=True)
+    ]
+    services += [
+        llm_traffic(pipeline, made)
+        for pipeline, made in zip(LLM_PIPELINES, llm_providers, strict=True)
     ]
     # The var folder `make run` gives every process; `manage.py demo_incident` writes there.
     var_dir = os.environ.get("LATENCYBOARD_VAR_DIR", str(BASE_DIR / "var"))
@@ -105,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         services, args.rate, stop, duration_s=args.duration, incident=incidents.current
     )
 
-    if not _shutdown(providers, SHUTDOWN_TIMEOUT_S):
+    everyone = [*providers, *(provider for made in llm_providers for provider in made)]
+    if not _shutdown(everyone, SHUTDOWN_TIMEOUT_S):
         logger.warning(
             "demo: spans not flushed after %g s, dropping them (is the OTLP endpoint reachable?)",
             SHUTDOWN_TIMEOUT_S,

@@ -18,7 +18,7 @@ import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -240,7 +240,20 @@ def _ran(error_stage: npt.NDArray[np.int8], n_stages: int) -> npt.NDArray[np.boo
     return np.arange(n_stages) <= last[:, None]
 
 
-def diurnal_factor(pipeline: Pipeline, t_unix_s: float | FloatArray) -> FloatArray:
+class Schedule(Protocol):
+    """What places a pipeline's traffic in time: its daily curve and its rollouts."""
+
+    @property
+    def rollout_period_s(self) -> float: ...
+    @property
+    def rollout_phase(self) -> float: ...
+    @property
+    def diurnal_amplitude(self) -> float: ...
+    @property
+    def peak_hour_utc(self) -> float: ...
+
+
+def diurnal_factor(pipeline: Schedule, t_unix_s: float | FloatArray) -> FloatArray:
     """Traffic multiplier at ``t_unix_s``: above 1 in the pipeline's daytime, below at night.
 
     A cosine over the day peaking at ``peak_hour_utc``; its mean over a day is exactly 1, so
@@ -251,7 +264,7 @@ def diurnal_factor(pipeline: Pipeline, t_unix_s: float | FloatArray) -> FloatArr
     return 1.0 + pipeline.diurnal_amplitude * np.cos(angle)
 
 
-def candidate_share_at(pipeline: Pipeline, t_unix_s: float | FloatArray) -> FloatArray:
+def candidate_share_at(pipeline: Schedule, t_unix_s: float | FloatArray) -> FloatArray:
     """Share of traffic on the candidate model version at ``t_unix_s``.
 
     Follows :data:`ROLLOUT_STEPS` once per ``rollout_period_s``, offset by ``rollout_phase`` (a
@@ -317,7 +330,7 @@ def _stages(
     )
 
 
-_CATALOGUE = Path(__file__).with_name("pipelines.toml")
+CATALOGUE = Path(__file__).with_name("pipelines.toml")
 
 
 def _pipeline(entry: dict[str, Any], gap: LatencyDist) -> Pipeline:
@@ -349,5 +362,5 @@ def _catalogue(path: Path) -> tuple[Pipeline, ...]:
     return tuple(_pipeline(entry, gap) for entry in data["pipelines"])
 
 
-PIPELINES: tuple[Pipeline, ...] = _catalogue(_CATALOGUE)
+PIPELINES: tuple[Pipeline, ...] = _catalogue(CATALOGUE)
 FRAUD_SCORER, RECOMMENDER, CLINICAL_ALERTS = PIPELINES

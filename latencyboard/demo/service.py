@@ -16,8 +16,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.environment_variables import (
@@ -158,8 +161,55 @@ def slow_down(pipeline: Pipeline, batch: RequestBatch, incident: Incident) -> No
             column[:] = np.rint(column * incident.factor).astype(np.int64)
 
 
+class Sampled(Protocol):
+    """Requests sampled in bulk; each request's root span lasts ``root_ns``."""
+
+    @property
+    def root_ns(self) -> npt.NDArray[np.int64]: ...
+
+
+B = TypeVar("B", bound=Sampled)
+
+
+class Traffic(Protocol[B]):
+    """One kind of demo request: its daily mean rate, how a batch of it is sampled (``now_s``
+    places the rollout; ``incident`` may slow it), and how one request becomes spans."""
+
+    @property
+    def requests_per_s(self) -> float: ...
+    def sample(
+        self, n: int, rng: np.random.Generator, now_s: float, incident: Incident | None
+    ) -> B: ...
+    def emit(self, batch: B, row: int, start_ns: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class PipelineTraffic:
+    """A six-stage demo pipeline (:mod:`latencyboard.demo.profiles`) sending through
+    ``tracer``."""
+
+    pipeline: Pipeline
+    tracer: Tracer
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.pipeline.requests_per_s
+
+    def sample(
+        self, n: int, rng: np.random.Generator, now_s: float, incident: Incident | None
+    ) -> RequestBatch:
+        share = float(candidate_share_at(self.pipeline, now_s))
+        batch = sample_requests(self.pipeline, n, rng, candidate_share=share)
+        if incident is not None and incident.active(self.pipeline.name, now_s):
+            slow_down(self.pipeline, batch, incident)
+        return batch
+
+    def emit(self, batch: RequestBatch, row: int, start_ns: int) -> None:
+        emit_request(self.tracer, self.pipeline, batch, row, start_ns)
+
+
 def run_traffic(
-    services: Sequence[tuple[Pipeline, Tracer]],
+    sources: Sequence[Traffic[Any]],
     total_rate: float,
     stop: threading.Event,
     duration_s: float | None = None,
@@ -168,23 +218,23 @@ def run_traffic(
     log_every_s: float = 10.0,
     incident: Callable[[], Incident | None] | None = None,
 ) -> int:
-    """Send Poisson traffic to ``services`` until ``stop`` is set or ``duration_s`` has passed.
+    """Send Poisson traffic of ``sources`` until ``stop`` is set or ``duration_s`` has passed.
 
-    ``total_rate`` (requests/s) is split between the pipelines in proportion to their
+    ``total_rate`` (requests/s) is split between the sources in proportion to their
     ``requests_per_s``. ``incident``, asked once a tick, may slow one stage of one pipeline
     (see :mod:`latencyboard.demo.incident`). Requests still in flight at the end are dropped,
     as their spans would end in the future. Returns the number of requests sent.
     """
     rng = rng if rng is not None else np.random.default_rng()
-    weights = np.array([pipeline.requests_per_s for pipeline, _ in services])
+    weights = np.array([source.requests_per_s for source in sources])
     rates = total_rate * weights / weights.sum()
     # Timestamps come from a wall clock anchored once and advanced by the monotonic clock, so a
     # system clock step cannot make arrival intervals negative or reorder requests.
     mono0 = time.monotonic_ns()
     wall0 = time.time_ns()
     deadline = None if duration_s is None else mono0 + int(duration_s * 1e9)
-    # In-flight requests ordered by end time: (end_ns, tie-breaker, service, batch, row, start_ns).
-    in_flight: list[tuple[int, int, int, RequestBatch, int, int]] = []
+    # In-flight requests ordered by end time: (end_ns, tie-breaker, source, batch, row, start_ns).
+    in_flight: list[tuple[int, int, int, Any, int, int]] = []
     tie_breaker = itertools.count()
     sent = 0
     last_ns = wall0
@@ -200,15 +250,12 @@ def run_traffic(
 
         injected = incident() if incident is not None else None
         # Arrivals of the interval that just elapsed: a Poisson count, uniformly spread.
-        for k, (pipeline, _) in enumerate(services):
+        for k, source in enumerate(sources):
             n = int(rng.poisson(rates[k] * (now_ns - last_ns) / 1e9))
             if n == 0:
                 continue
             starts = rng.integers(last_ns, now_ns, size=n)
-            share = float(candidate_share_at(pipeline, now_ns / 1e9))
-            batch = sample_requests(pipeline, n, rng, candidate_share=share)
-            if injected is not None and injected.active(pipeline.name, now_ns / 1e9):
-                slow_down(pipeline, batch, injected)
+            batch = source.sample(n, rng, now_ns / 1e9, injected)
             ends = starts + batch.root_ns
             for row, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
                 heapq.heappush(in_flight, (end, next(tie_breaker), k, batch, row, start))
@@ -216,8 +263,7 @@ def run_traffic(
 
         while in_flight and in_flight[0][0] <= now_ns:
             _, _, k, batch, row, start_ns = heapq.heappop(in_flight)
-            pipeline, tracer = services[k]
-            emit_request(tracer, pipeline, batch, row, start_ns)
+            sources[k].emit(batch, row, start_ns)
             sent += 1
 
         if now_ns - last_log_ns >= log_every_s * 1e9:

@@ -109,6 +109,19 @@ def test_first_start_fills_a_week_with_rollouts_and_slas_and_later_starts_keep_i
         )
         assert len(share_hours) >= 7 * 24 - 1
 
+    # and the LLM pipeline is there too: vLLM's spans in a pipeline of their own, each the
+    # child of a gateway's call, and the 7 d end-to-end percentiles of vLLM in every hour
+    vllm = Pipeline.objects.get(team=team, service_name="vllm")
+    gateway = Pipeline.objects.get(team=team, service_name="chat-gateway")
+    llm_requests = Span.objects.filter(pipeline=vllm, is_root=True).count()
+    assert llm_requests == Span.objects.filter(pipeline=vllm).count()
+    assert llm_requests > 0.9 * RATE * 7 * 86_400 * 0.99  # the gateway refuses a few
+    assert Span.objects.filter(pipeline=gateway, is_root=True).count() >= llm_requests
+    assert not Span.objects.filter(pipeline=vllm, parent_span_id=None).exists()
+    response = client.get(f"/api/pipelines/{vllm.pk}/percentiles/", {"window": "7d"})
+    points = response.json()["series"][0]["points"]
+    assert [point["t"] for point in points[1:-1] if not point["n"]] == []
+
     # when the stack starts again
     before = _counts(team)
     bootstrap(tmp_path, demo=True)
@@ -152,7 +165,9 @@ def test_a_start_stopped_while_writing_the_history_is_finished_by_the_next(tmp_p
     assert result is not None
     received = IngestBatch.objects.filter(team=team).values_list("received_at", flat=True)
     assert set(received) == {end}
-    assert IngestBatch.objects.filter(team=team).count() == 7 * 24
+    # an hour of the six-stage pipelines a batch, and of the LLM pipeline another (the first
+    # start stopped before the LLM pipeline's history: it is written for the four days)
+    assert IngestBatch.objects.filter(team=team).count() == 7 * 24 + 4 * 24
     roots = Span.objects.filter(team=team, is_root=True)
     assert roots.filter(start_time__lt=end - dt.timedelta(days=7)).count() == 0
     assert roots.filter(start_time__gte=end).count() == 0

@@ -28,6 +28,7 @@ from latencyboard.demo.profiles import (
 )
 from latencyboard.demo.service import (
     STAGE_ATTRIBUTE,
+    PipelineTraffic,
     emit_request,
     make_exporter,
     make_tracer_provider,
@@ -300,7 +301,8 @@ def test_run_traffic_sends_finished_requests_of_every_pipeline() -> None:
     exporter = InMemorySpanExporter()
     providers = [make_tracer_provider(p, SimpleSpanProcessor(exporter)) for p in PIPELINES]
     services = [
-        (p, provider.get_tracer("test")) for p, provider in zip(PIPELINES, providers, strict=True)
+        PipelineTraffic(p, provider.get_tracer("test"))
+        for p, provider in zip(PIPELINES, providers, strict=True)
     ]
 
     sent = run_traffic(
@@ -327,7 +329,9 @@ def test_run_traffic_returns_when_stopped() -> None:
     stop = threading.Event()
     stop.set()
     began = time.monotonic()
-    assert run_traffic([(PIPELINES[0], provider.get_tracer("test"))], 30.0, stop) == 0
+    assert (
+        run_traffic([PipelineTraffic(PIPELINES[0], provider.get_tracer("test"))], 30.0, stop) == 0
+    )
     assert time.monotonic() - began < 1
 
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from latencyboard.alerts.models import Baseline, Rule
 from latencyboard.demo.incident import Incident, IncidentFile, incident_path, write
 from latencyboard.demo.profiles import PIPELINES
-from latencyboard.demo.service import make_tracer_provider, run_traffic
+from latencyboard.demo.service import PipelineTraffic, make_tracer_provider, run_traffic
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import Rollup
 from latencyboard.sketches.sketch import Sketch
@@ -27,7 +27,7 @@ def forward_median_ms(incident: Incident | None) -> float:
     exporter = InMemorySpanExporter()
     provider = make_tracer_provider(fraud, SimpleSpanProcessor(exporter))
     run_traffic(
-        [(fraud, provider.get_tracer("test"))],
+        [PipelineTraffic(fraud, provider.get_tracer("test"))],
         200.0,
         threading.Event(),
         duration_s=1.0,
