@@ -16,7 +16,7 @@ kept. Only a body that cannot be read at all raises :class:`DecodeError`.
 """
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from ingest.events import RawEvent, SpanEvent, cap_events, event_limits, from_protobuf
 from ingest.limits import DEFAULT_LIMITS, Converter, Limits, Sizer, cap_attributes
 from ingest.values import COMPOUND, pb_member, pb_size, pb_value
 
@@ -68,6 +69,8 @@ class DecodedSpan(NamedTuple):
     attributes: dict[str, object]  # JSON-serialisable, the span's own, capped with resource's
     dropped_attributes: int  # dropped by the cap plus the SDKs' dropped_attributes_count
     resource: Mapping[str, object] = _NO_RESOURCE  # capped, without service.name
+    events: tuple[SpanEvent, ...] = ()  # oldest first, capped (ingest.events)
+    dropped_events: int = 0  # dropped by the cap plus the SDKs' dropped_events_count
 
     @property
     def all_attributes(self) -> dict[str, object]:
@@ -139,10 +142,11 @@ def reduce_resource(
 class Batch:
     """Validates spans and accumulates the kept ones and the rejection reasons."""
 
-    __slots__ = ("limits", "max_end", "max_len", "min_start", "rejects", "spans")
+    __slots__ = ("event_limits", "limits", "max_end", "max_len", "min_start", "rejects", "spans")
 
     def __init__(self, now_ns: int, limits: Limits) -> None:
         self.limits = limits
+        self.event_limits = event_limits(limits)
         self.max_len = limits.max_value_length
         self.min_start = now_ns - limits.max_age_ns
         self.max_end = now_ns + limits.max_future_ns
@@ -165,6 +169,8 @@ class Batch:
         convert: Converter,
         measure: Sizer,
         sdk_dropped: int,
+        raw_events: Sequence[RawEvent] = (),
+        sdk_dropped_events: int = 0,
     ) -> None:
         """Keep the span, or count why it is rejected.
 
@@ -177,6 +183,11 @@ class Batch:
             return
         max_len = self.max_len
         attributes, dropped, stage = self.attributes(resource, raw_attributes, convert, measure)
+        events, dropped_events = (
+            cap_events(raw_events, sdk_dropped_events, self.event_limits, convert, measure)
+            if raw_events or sdk_dropped_events
+            else ((), 0)
+        )
         self.spans.append(
             DecodedSpan(
                 trace_id,
@@ -195,6 +206,8 @@ class Batch:
                 attributes,
                 dropped + sdk_dropped,
                 resource[2],
+                events,
+                dropped_events,
             )
         )
 
@@ -349,6 +362,13 @@ def decode_request(
                     code, message = status.code, _column_text(status.message, max_len)
                 else:
                     code, message = 0, ""
+                pb_events = span.events
+                if pb_events or span.dropped_events_count:
+                    events, dropped_events = from_protobuf(
+                        pb_events, span.dropped_events_count, batch.event_limits
+                    )
+                else:
+                    events, dropped_events = (), 0
                 name = span.name
                 kind = span.kind
                 keep(
@@ -368,6 +388,8 @@ def decode_request(
                         attributes,
                         dropped + span.dropped_attributes_count,
                         resource_attributes,
+                        events,
+                        dropped_events,
                     )
                 )
     return batch.result()

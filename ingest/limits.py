@@ -1,7 +1,8 @@
 """The bounds ingest puts on one span: attribute count, value sizes, nesting, total bytes (pure).
 
 Modelled on the OpenTelemetry SDK attribute limits (``OTEL_ATTRIBUTE_COUNT_LIMIT``,
-``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``): past the count or the byte budget an attribute is
+``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, ``OTEL_SPAN_EVENT_COUNT_LIMIT``,
+``OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT``): past the count or the byte budget an attribute is
 dropped and counted in the span's ``dropped_attributes``; a string longer than the value
 length is truncated. OTLP's arrays and key-value lists have no SDK limit, so ingest adds
 two: elements per array or list (the rest are cut off) and nesting depth (deeper values
@@ -30,6 +31,8 @@ class Limits:
     max_items: int = 1024  # elements kept per array or key-value list, at every level
     max_depth: int = 8  # nested array / key-value list levels; deeper values become null
     max_attribute_bytes: int = 64 * 1024  # per span, resource attributes included
+    max_events: int = 128  # per span (OTEL_SPAN_EVENT_COUNT_LIMIT); the newest kept, rest counted
+    max_event_attributes: int = 128  # per event (OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT)
     max_future_ns: int = 3600 * 10**9  # spans ending later than now + this are rejected
     max_age_ns: int = 30 * 86400 * 10**9  # spans starting before now - this are rejected
 

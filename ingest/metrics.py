@@ -29,6 +29,18 @@ ATTRIBUTES_DROPPED = Counter(
     "the sending SDK.",
     ["protocol"],
 )
+EVENTS_DROPPED = Counter(
+    "latencyboard_ingest_events_dropped_total",
+    "Span events the accepted spans lack: dropped by INGEST_SPAN_EVENT_COUNT_LIMIT or reported "
+    "dropped by the sending SDK.",
+    ["protocol"],
+)
+EVENT_ATTRIBUTES_DROPPED = Counter(
+    "latencyboard_ingest_event_attributes_dropped_total",
+    "Attributes the stored span events lack: dropped by INGEST_EVENT_ATTRIBUTE_COUNT_LIMIT or "
+    "reported dropped by the sending SDK.",
+    ["protocol"],
+)
 DB_ERRORS = Counter(
     "latencyboard_ingest_db_errors_total", "Requests answered 503 because of the database."
 )

@@ -10,7 +10,7 @@ The OTLP/JSON mapping is proto3's JSON mapping with three OTLP rules: ids are he
 integers, keys are lowerCamelCase. Like proto3 parsers this front end also accepts the
 original snake_case keys and enum names, reads 64-bit integers from numbers or decimal
 strings, treats null as absent, and ignores unknown keys (and the known fields it does not
-use: scope, events, links).
+use: scope, links).
 """
 
 import base64
@@ -29,6 +29,7 @@ from ingest.decoding import (
     Resource,
     reduce_resource,
 )
+from ingest.events import RawEvent
 from ingest.limits import DEFAULT_LIMITS, Converter, Limits
 from ingest.values import bytes_value, float_value
 
@@ -346,6 +347,27 @@ def _add_json_span(batch: Batch, resource: Resource, span: dict[str, Any]) -> No
         _json_size,
         _integer(
             _get(span, "droppedAttributesCount", "dropped_attributes_count"),
+            "droppedAttributesCount",
+            0,
+            _UINT32_MAX,
+        ),
+        [_json_event(_object(event, "events[]")) for event in _array(span.get("events"), "events")],
+        _integer(
+            _get(span, "droppedEventsCount", "dropped_events_count"),
+            "droppedEventsCount",
+            0,
+            _UINT32_MAX,
+        ),
+    )
+
+
+def _json_event(event: dict[str, Any]) -> RawEvent:
+    return RawEvent(
+        _integer(_get(event, "timeUnixNano", "time_unix_nano"), "timeUnixNano", 0, _UINT64_MAX),
+        _string(event.get("name"), "name"),
+        dict(map(_key_value, _array(event.get("attributes"), "attributes"))),
+        _integer(
+            _get(event, "droppedAttributesCount", "dropped_attributes_count"),
             "droppedAttributesCount",
             0,
             _UINT32_MAX,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import psycopg
 from django.conf import settings
 
-from ingest import bodies, decoding, otlp_json, responses
+from ingest import bodies, decoding, events, otlp_json, responses
 from ingest import metrics as m
 from ingest.auth import TokenDirectory, TokenGrant, token_from_headers
 from ingest.ratelimit import SpanRateLimiter
@@ -97,6 +97,8 @@ class IngestService:
             max_items=settings.INGEST_ATTRIBUTE_ITEMS_LIMIT,
             max_depth=settings.INGEST_ATTRIBUTE_DEPTH_LIMIT,
             max_attribute_bytes=settings.INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT,
+            max_events=settings.INGEST_SPAN_EVENT_COUNT_LIMIT,
+            max_event_attributes=settings.INGEST_EVENT_ATTRIBUTE_COUNT_LIMIT,
             max_future_ns=max_future_seconds * 10**9,
             max_age_ns=retention_days * 86_400 * 10**9,
         )
@@ -152,6 +154,9 @@ class IngestService:
                 sum(span.dropped_attributes for span in decoded.spans)
             )
             m.SPANS_DUPLICATE.labels(protocol).inc(result.duplicates)
+            dropped_events, dropped_event_attributes = events.dropped(decoded.spans)
+            m.EVENTS_DROPPED.labels(protocol).inc(dropped_events)
+            m.EVENT_ATTRIBUTES_DROPPED.labels(protocol).inc(dropped_event_attributes)
         m.SPANS_REJECTED.labels(protocol).inc(decoded.rejected_spans)
         m.BATCH_SPANS.observe(len(decoded.spans) + decoded.rejected_spans)
         return Outcome(

@@ -24,7 +24,13 @@ from ingest.attribute_split import AttributeSplit
 from ingest.decoding import DecodedSpan
 from latencyboard.pipelines import mapping
 from latencyboard.storage import partitions as storage_partitions
-from latencyboard.storage import pipelines, span_batches, span_templates, spans_copy
+from latencyboard.storage import (
+    pipelines,
+    span_batches,
+    span_events,
+    span_templates,
+    spans_copy,
+)
 from latencyboard.storage.span_templates import json_bytes
 
 logger = logging.getLogger(__name__)
@@ -57,6 +63,7 @@ class _Batch:
     received_at: dt.datetime
     protocol: str
     rejected: int
+    events: list[span_events.EventRow]  # of the spans that have any
 
 
 def _store(conn: psycopg.Connection, rows: list[bytes], batch: _Batch) -> WriteResult:
@@ -80,6 +87,7 @@ def _copy(
         data = spans_copy.stream(spans_copy.prefix(batch_id), rows)
         span_batches.copy_spans(cursor, (data,), staged=not direct)
         stored = len(rows) if direct else span_batches.move_staged(cursor)
+        span_events.insert(cursor, batch.team_id, batch.events)
         span_batches.insert_batch(
             cursor,
             batch_id,
@@ -231,6 +239,16 @@ class _TemplateDirectory:
                 )
 
 
+def _event_rows(spans: Sequence[DecodedSpan]) -> list[span_events.EventRow]:
+    return [
+        span_events.EventRow(
+            span.trace_id, span.span_id, span.start_ns, span.dropped_events, span.events
+        )
+        for span in spans
+        if span.events or span.dropped_events
+    ]
+
+
 class SpanWriter:
     """Writes export requests to PostgreSQL through a small connection pool."""
 
@@ -266,7 +284,7 @@ class SpanWriter:
         try:
             with self.pool.connection(timeout=self.timeout) as conn:
                 rows = self._rows(conn, team_id, spans)
-                batch = _Batch(team_id, received_at, protocol, rejected)
+                batch = _Batch(team_id, received_at, protocol, rejected, _event_rows(spans))
                 try:
                     return _store(conn, rows, batch)
                 except psycopg.errors.CheckViolation:

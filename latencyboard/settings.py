@@ -429,6 +429,10 @@ INGEST_ATTRIBUTE_DEPTH_LIMIT = env_int("INGEST_ATTRIBUTE_DEPTH_LIMIT", 8, minimu
 INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT = env_int(
     "INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT", 64 * 1024, minimum=0
 )
+# Span events (exceptions, Triton's QUEUE_START/COMPUTE_*) kept per span and attributes kept per
+# event, after the OTel SDK's OTEL_SPAN_EVENT_COUNT_LIMIT and OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT.
+INGEST_SPAN_EVENT_COUNT_LIMIT = env_int("INGEST_SPAN_EVENT_COUNT_LIMIT", 128, minimum=0)
+INGEST_EVENT_ATTRIBUTE_COUNT_LIMIT = env_int("INGEST_EVENT_ATTRIBUTE_COUNT_LIMIT", 128, minimum=0)
 INGEST_THREADS = env_int("INGEST_THREADS", 8, minimum=1, maximum=64)
 INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
 # Ingest hosts (containers running python -m ingest) that one token's traffic is spread over:

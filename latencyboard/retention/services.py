@@ -67,7 +67,7 @@ def thin_day(day: dt.date, now: dt.datetime, percent: int | None = None) -> Thin
         if partition.name not in storage_partitions.existing(cursor):
             raise NotThinnable(f"{day} has no span partition.")
         fold_lock.take_shared(cursor)
-        thinning.hold_day(cursor, partition.name)
+        thinning.hold_day(cursor, partition)
         _check_folded(cursor, partition)
         minutes = thinning.minute_sketches(
             cursor, partition.lower - TRACE_REACH, partition.upper + TRACE_REACH
@@ -95,7 +95,7 @@ def thin_day(day: dt.date, now: dt.datetime, percent: int | None = None) -> Thin
             raise ValueError(f"read {len(flags)} of {traces} traces")
         selection = sampling.select(flags, percent)
         kept_ids = np.frombuffer(flags.trace_ids, dtype="V16")[selection.keep].tobytes()
-        before, after = thinning.swap_in_kept(cursor, partition.name, kept_ids)
+        before, after = thinning.swap_in_kept(cursor, partition, kept_ids)
         thinning.record(
             cursor,
             day,

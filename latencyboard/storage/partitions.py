@@ -1,5 +1,8 @@
 """Day partitions of the span table: their names and the DDL that creates and drops them.
 
+The span events table (:mod:`.span_events`) has the same days: each statement here creates or
+drops a day of both, so events expire and appear with their spans.
+
 Works over any DB-API cursor (Django's or psycopg's). Which days to keep is
 :mod:`latencyboard.spans.partitions`'s business.
 """
@@ -15,7 +18,7 @@ from typing import Any, Final
 
 import psycopg
 
-from latencyboard.storage.tables import SPAN
+from latencyboard.storage.tables import SPAN, SPAN_EVENTS
 
 _NAME: Final = re.compile(rf"^{SPAN}_p(\d{{8}})$")
 _EXISTING: Final = """
@@ -33,6 +36,11 @@ class DayPartition:
     @property
     def name(self) -> str:
         return f"{SPAN}_p{self.day:%Y%m%d}"
+
+    @property
+    def events_name(self) -> str:
+        """The day's partition of the span events table."""
+        return f"{SPAN_EVENTS}_p{self.day:%Y%m%d}"
 
     @property
     def lower(self) -> dt.datetime:
@@ -54,17 +62,18 @@ class DayPartition:
         return cls(moment.astimezone(dt.UTC).date())
 
     def create_sql(self) -> str:
-        """The statement that creates this partition if it is missing.
+        """The statements that create this day's partitions (spans, events) if missing.
 
         DDL takes no bound parameters; the bounds are dates we formatted ourselves.
         """
+        bounds = f"FOR VALUES FROM ('{self.lower.isoformat()}') TO ('{self.upper.isoformat()}')"
         return (
-            f"CREATE TABLE IF NOT EXISTS {self.name} PARTITION OF {SPAN} "
-            f"FOR VALUES FROM ('{self.lower.isoformat()}') TO ('{self.upper.isoformat()}')"
+            f"CREATE TABLE IF NOT EXISTS {self.name} PARTITION OF {SPAN} {bounds}; "
+            f"CREATE TABLE IF NOT EXISTS {self.events_name} PARTITION OF {SPAN_EVENTS} {bounds}"
         )
 
     def drop_sql(self) -> str:
-        return f"DROP TABLE IF EXISTS {self.name}"
+        return f"DROP TABLE IF EXISTS {self.name}, {self.events_name}"
 
 
 def existing(cursor: Any) -> list[str]:

@@ -48,7 +48,15 @@ def json_bytes(attributes: Mapping[str, object], *, sort: bool = False) -> bytes
     """
     if type(attributes) is not dict:  # orjson writes dicts only
         attributes = dict(attributes)
-    data = orjson.dumps(attributes, option=orjson.OPT_SORT_KEYS if sort else 0)
+    return _without_nul(orjson.dumps(attributes, option=orjson.OPT_SORT_KEYS if sort else 0))
+
+
+def json_list_bytes(items: Sequence[object]) -> bytes:
+    """``items`` as a JSON array for a ``jsonb`` column, NULs as in :func:`json_bytes`."""
+    return _without_nul(orjson.dumps(items))
+
+
+def _without_nul(data: bytes) -> bytes:
     if b"\\u0000" in data:
         data = _JSON_NUL.sub(rb"\1\\ufffd", data)
     return data

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 SPAN: Final = "spans_span"
+SPAN_EVENTS: Final = "spans_spanevents"  # one row per span with events, partitioned like SPAN
 SPAN_VIEW: Final = "spans_spanview"  # each span whole, name and attributes merged (read-only)
 RESOURCE: Final = "spans_resource"
 SPAN_TEMPLATE: Final = "spans_spantemplate"

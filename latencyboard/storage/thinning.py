@@ -12,6 +12,8 @@ rebuild blocks nothing more. Detaching the partition and attaching a new table i
 take an ACCESS EXCLUSIVE lock on the whole span table, which deadlocks with an ingest
 transaction that holds the span table while waiting to write a late span into this day.
 
+The day's span events (:mod:`.span_events`) are swapped the same way, for the same traces.
+
 Every statement names the span table's columns as the catalog lists them, so the copy
 follows whatever columns the span row has.
 """
@@ -24,11 +26,13 @@ from typing import Any, Final
 
 import psycopg
 
+from latencyboard.storage.partitions import DayPartition
 from latencyboard.storage.tables import (
     INGEST_BATCH,
     PIPELINE,
     ROLLUP,
     SPAN,
+    SPAN_EVENTS,
     STAGE_SHARE_WATERMARK,
     THINNED_DAY,
 )
@@ -116,10 +120,10 @@ def lock(cursor: Any) -> None:
     cursor.execute(_LOCK, [THIN])
 
 
-def hold_day(cursor: psycopg.Cursor[Any], partition: str) -> None:
-    """Hold writes into the day's partition back until commit (reads go on): a late span
+def hold_day(cursor: psycopg.Cursor[Any], partition: DayPartition) -> None:
+    """Hold writes into the day's partitions back until commit (reads go on): a late span
     arriving while the day is thinned waits, then lands in the thinned day and is folded."""
-    cursor.execute(f"LOCK TABLE {partition} IN SHARE MODE")
+    cursor.execute(f"LOCK TABLE {partition.name}, {partition.events_name} IN SHARE MODE")
 
 
 def thinned_days(cursor: Any, start: dt.date, end: dt.date) -> list[dt.date]:
@@ -189,17 +193,26 @@ def trace_flags(
     return int(count), bytes(records or b"")
 
 
-def swap_in_kept(cursor: psycopg.Cursor[Any], partition: str, trace_ids: bytes) -> tuple[int, int]:
-    """Replace the partition's spans with those of ``trace_ids`` (16-byte ids end to end);
-    returns the spans before and after."""
-    row = cursor.execute(_COLUMNS, [SPAN]).fetchone()
-    assert row is not None
-    columns = row[0]
+def swap_in_kept(
+    cursor: psycopg.Cursor[Any], partition: DayPartition, trace_ids: bytes
+) -> tuple[int, int]:
+    """Replace the day's spans, and their events, with those of ``trace_ids`` (16-byte ids
+    end to end); returns the spans before and after."""
     cursor.execute(f"CREATE TEMP TABLE {_KEEP_TABLE} (trace_id uuid PRIMARY KEY) ON COMMIT DROP")
     with cursor.copy(f"COPY {_KEEP_TABLE} (trace_id) FROM STDIN") as copy:
         for first in range(0, len(trace_ids), 16):
             copy.write_row([trace_ids[first : first + 16].hex()])
-    cursor.execute(f"CREATE TEMP TABLE {_KEPT_TABLE} (LIKE {SPAN}) ON COMMIT DROP")
+    spans = _swap(cursor, SPAN, partition.name)
+    _swap(cursor, SPAN_EVENTS, partition.events_name)
+    return spans
+
+
+def _swap(cursor: psycopg.Cursor[Any], table: str, partition: str) -> tuple[int, int]:
+    """Swap the kept traces' rows in for the whole partition of ``table``: (before, after)."""
+    row = cursor.execute(_COLUMNS, [table]).fetchone()
+    assert row is not None
+    columns = row[0]
+    cursor.execute(f"CREATE TEMP TABLE {_KEPT_TABLE} (LIKE {table}) ON COMMIT DROP")
     before_row = cursor.execute(f"SELECT count(*) FROM {partition}").fetchone()  # noqa: S608
     assert before_row is not None
     cursor.execute(
@@ -211,6 +224,7 @@ def swap_in_kept(cursor: psycopg.Cursor[Any], partition: str, trace_ids: bytes) 
     cursor.execute(
         f"INSERT INTO {partition} ({columns}) SELECT {columns} FROM {_KEPT_TABLE}"  # noqa: S608
     )
+    cursor.execute(f"DROP TABLE {_KEPT_TABLE}")
     cursor.execute(f"REINDEX TABLE {partition}")
     cursor.execute(f"ANALYZE {partition}")
     return int(before_row[0]), int(after)

@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import pickle
 import threading
+import uuid
 from decimal import Decimal
 from typing import cast
 
@@ -33,7 +34,7 @@ from latencyboard.sla import services as sla_services
 from latencyboard.sla.models import Objective, SlaMinute
 from latencyboard.spans import services as span_services
 from latencyboard.spans.models import Span
-from latencyboard.storage import thinning
+from latencyboard.storage import span_events, thinning
 from latencyboard.storage.partitions import DayPartition
 from latencyboard.teams.models import Role, Team
 from tests.factories import make_team, make_user
@@ -178,6 +179,62 @@ def test_thinning_keeps_every_error_and_slow_trace_whole_and_a_sample_of_the_res
     with connection.cursor() as cursor:
         cursor.execute(f"REINDEX TABLE {DayPartition(DAY).name}")
     assert _partition_bytes() == thinned_bytes
+
+
+def _give_roots_events(team: Team) -> None:
+    roots = Span.objects.filter(team=team, is_root=True).values_list(
+        "trace_id", "span_id", "start_time"
+    )
+    rows = [
+        span_events.EventRow(
+            trace_id.bytes,
+            span_id.to_bytes(8, "big", signed=True),
+            int(start.timestamp()) * 10**9 + start.microsecond * 1000,
+            0,
+            [(int(start.timestamp()) * 10**9, "exception", {"exception.type": "E"}, 0)],
+        )
+        for trace_id, span_id, start in roots
+    ]
+    with psycopg.connect(conninfo()) as conn, conn.cursor() as cursor:
+        span_events.insert(cursor, team.id, rows)
+
+
+def _traces_with_events(team: Team) -> set[str]:
+    stored = Span.objects.filter(team=team).values_list("trace_id", flat=True)
+    traces = {str(trace_id) for trace_id in stored}
+    return {
+        trace_id for trace_id in traces if span_events.trace_events([team.id], uuid.UUID(trace_id))
+    }
+
+
+def test_thinning_keeps_the_events_of_the_kept_traces_only(folded_day):
+    # given a folded day whose every root span has an event
+    team = folded_day
+    _give_roots_events(team)
+    assert len(_traces_with_events(team)) == len(_spans_by_trace(team))
+
+    # when the day is thinned
+    services.thin_day(DAY, THIN_AT, PERCENT)
+
+    # then exactly the kept traces keep their events
+    assert _traces_with_events(team) == set(_spans_by_trace(team))
+
+
+def test_dropping_an_expired_day_drops_its_events_too():
+    # given a day past retention, with its span and event partitions
+    old = DayPartition(dt.date(2000, 1, 1))
+    with connection.cursor() as cursor:
+        cursor.execute(old.create_sql())
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [old.events_name])
+        assert cursor.fetchone()[0]
+
+    # when retention drops it
+    span_services.drop_expired_partitions(dt.datetime(2000, 1, 3, tzinfo=dt.UTC), retention_days=1)
+
+    # then both partitions are gone
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s), to_regclass(%s)", [old.name, old.events_name])
+        assert cursor.fetchone() == (None, None)
 
 
 def test_thinning_twice_changes_nothing_the_second_time(folded_day):

@@ -1,0 +1,105 @@
+"""Span events as ingest keeps them: name, time and capped attributes (pure: no Django).
+
+An event (``span.add_event``, ``span.record_exception``, Triton's ``QUEUE_START``) is kept with
+the OpenTelemetry SDK's limits: at most ``Limits.max_events`` per span, the newest (the SDK's
+bounded list drops the oldest), and ``Limits.max_event_attributes`` attributes per event,
+each capped like a span attribute (value length, items, depth, byte budget). What is cut is
+counted, with what the sending SDK reports it dropped, in the span's ``dropped_events`` and
+each event's ``dropped_attributes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from ingest.limits import Converter, Limits, Sizer, cap_attributes
+from ingest.values import pb_size, pb_value
+
+__all__ = ["RawEvent", "SpanEvent", "cap_events", "dropped", "event_limits", "from_protobuf"]
+
+
+class SpanEvent(NamedTuple):
+    """One kept event of a span."""
+
+    time_ns: int  # Unix nanoseconds, as sent
+    name: str
+    attributes: dict[str, object]  # JSON-serialisable, capped
+    dropped_attributes: int  # by the caps plus the sending SDK's count
+
+
+class RawEvent(NamedTuple):
+    """An event as a front end reads it, attribute values not converted yet."""
+
+    time_ns: int
+    name: str
+    attributes: Mapping[str, Any]
+    sdk_dropped_attributes: int
+
+
+def event_limits(limits: Limits) -> Limits:
+    """``limits`` with the per-event attribute count in place of the per-span one."""
+    return dataclasses.replace(limits, max_attributes=limits.max_event_attributes)
+
+
+def cap_events(
+    raw: Sequence[RawEvent],
+    sdk_dropped: int,
+    limits: Limits,
+    convert: Converter,
+    measure: Sizer,
+) -> tuple[tuple[SpanEvent, ...], int]:
+    """The events a span keeps and how many it lacks (``sdk_dropped`` included);
+    ``limits`` are :func:`event_limits`'s."""
+    keep = limits.max_events
+    kept: Iterable[RawEvent] = raw[len(raw) - keep :] if len(raw) > keep else raw
+    max_len = limits.max_value_length
+    events = []
+    for event in kept:
+        attributes, dropped, _ = cap_attributes(event.attributes, {}, 0, limits, convert, measure)
+        name = event.name if len(event.name) <= max_len else event.name[:max_len]
+        events.append(
+            SpanEvent(
+                event.time_ns,
+                name.replace("\x00", "\ufffd"),
+                attributes,
+                dropped + event.sdk_dropped_attributes,
+            )
+        )
+    return tuple(events), sdk_dropped + max(0, len(raw) - keep)
+
+
+def from_protobuf(
+    pb_events: Sequence[Span.Event], sdk_dropped: int, limits: Limits
+) -> tuple[tuple[SpanEvent, ...], int]:
+    """:func:`cap_events` of a protobuf span's ``events``."""
+    raw = [
+        RawEvent(
+            event.time_unix_nano,
+            event.name,
+            {kv.key: kv.value for kv in event.attributes},
+            event.dropped_attributes_count,
+        )
+        for event in pb_events
+    ]
+    return cap_events(raw, sdk_dropped, limits, pb_value, pb_size)
+
+
+class _WithEvents(Protocol):
+    @property
+    def events(self) -> tuple[SpanEvent, ...]: ...
+    @property
+    def dropped_events(self) -> int: ...
+
+
+def dropped(spans: Iterable[_WithEvents]) -> tuple[int, int]:
+    """``(events, event attributes)`` that ``spans`` lack, for the ingest metrics."""
+    events = attributes = 0
+    for span in spans:
+        if span.events or span.dropped_events:
+            events += span.dropped_events
+            attributes += sum(event.dropped_attributes for event in span.events)
+    return events, attributes
