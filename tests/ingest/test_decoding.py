@@ -739,7 +739,7 @@ def test_json_unknown_fields_are_ignored() -> None:
     # Given unknown keys at every level, and fields the decoder does not use
     span = json_span(
         futureField={"x": 1},
-        events=[{"name": "exception", "timeUnixNano": "nonsense"}],
+        events=[{"name": "exception", "timeUnixNano": "1", "futureField": 2}],
         links=[{"traceId": "not hex"}],
         attributes=[{"key": "k", "value": {"stringValue": "v", "futureValue": 1}, "extra": 1}],
     )
@@ -760,6 +760,17 @@ def test_json_unknown_fields_are_ignored() -> None:
     # Then they change nothing
     assert decoded.attributes == {"k": "v"}
     assert decoded.service_name == "unknown_service"
+    assert [event.name for event in decoded.events] == ["exception"]
+
+
+def test_json_event_with_a_time_that_is_no_number_is_a_bad_body() -> None:
+    # Given an event whose time is not an integer, as a span's own time would be refused
+    span = json_span(events=[{"name": "exception", "timeUnixNano": "nonsense"}])
+    document = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+
+    # When decoded, then the body is refused with the field named
+    with pytest.raises(DecodeError, match="timeUnixNano"):
+        decode_json(json.dumps(document).encode(), now_ns=NOW)
 
 
 def test_json_snake_case_keys_are_accepted() -> None:
