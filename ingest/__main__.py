@@ -53,6 +53,7 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     from django.conf import settings
 
     from ingest.grpc_server import make_server
+    from ingest.header_timeout import with_header_timeout
     from ingest.http import OtlpHttpApp
     from ingest.ratelimit import SpanRateLimiter
     from ingest.service import IngestService
@@ -66,6 +67,7 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
         max_body_bytes=settings.INGEST_MAX_BODY_BYTES,
         retention_days=settings.RETENTION_DAYS,
         rate_limiter=SpanRateLimiter(table_path=args.rate_limit_table, hosts=settings.INGEST_HOSTS),
+        grpc_threads=args.threads,
     )
     grpc_server = make_server(
         service, args.host, args.grpc_port, workers=args.threads, reuse_port=reuse_port
@@ -76,6 +78,7 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             OtlpHttpApp(service, executor),
+            http=with_header_timeout(settings.INGEST_HEADER_TIMEOUT_SECONDS),
             lifespan="off",
             access_log=False,
             log_level="warning",

@@ -11,13 +11,14 @@ was checked, outside the metrics.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ingest.service import IngestService
+from ingest.service import IngestService, MessageTimeout
 
 SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
 
@@ -30,7 +31,31 @@ class TraceService:
         self, messages: Iterator[bytes], context: grpc.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         metadata = {key.lower(): value for key, value in context.invocation_metadata()}
-        outcome = self.service.export_grpc(metadata, lambda: next(messages, None))
+        timeout_s = self.service.grpc_message_timeout_seconds
+
+        def read_message() -> bytes | None:
+            # A client that opens the call and sends nothing would hold this thread until it
+            # gave up: past the deadline the call is cancelled, which ends the wait.
+            expired = threading.Event()
+
+            def expire() -> None:
+                expired.set()
+                context.cancel()
+
+            timer = threading.Timer(timeout_s, expire)
+            timer.daemon = True
+            timer.start()
+            try:
+                message = next(messages, None)
+            except grpc.RpcError:
+                message = None
+            finally:
+                timer.cancel()
+            if expired.is_set():
+                raise MessageTimeout
+            return message
+
+        outcome = self.service.export_grpc(metadata, read_message)
         if not outcome.ok:
             if outcome.retry_after is not None:
                 context.set_trailing_metadata((("retry-after", str(outcome.retry_after)),))

@@ -6,17 +6,21 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
 from ingest.service import HttpReply, IngestService
+from ingest.shares import CapacityTaken, Shares, ShareTaken, share_of
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 TRACES_PATH = "/v1/traces"
+# A body's first seconds are free of the minimum rate (a client's TCP window opening up).
+MIN_RATE_GRACE_SECONDS = 5.0
 
 
 def _metrics() -> bytes:
@@ -32,69 +36,66 @@ class BodyTooLargeWhileReading(Exception):
     pass
 
 
-class TooManyBytesInFlight(Exception):
-    pass
+class BodyTooSlow(Exception):
+    """The body did not arrive in time; the message says which bound it missed."""
 
 
-class InFlightBytes:
-    """Request body bytes this process holds, summed over requests, against a cap.
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How fast a body must arrive: whole within ``timeout_s``, and after ``grace_s`` at
+    ``min_rate`` bytes a second on average (0: no minimum rate)."""
 
-    Only the event loop's thread touches it, so a plain counter is enough.
-    """
+    timeout_s: float
+    min_rate: int
+    grace_s: float = MIN_RATE_GRACE_SECONDS
 
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.held = 0
-
-    def take(self, size: int) -> None:
-        if self.held + size > self.cap:
-            raise TooManyBytesInFlight
-        self.held += size
-
-    def release(self, size: int) -> None:
-        self.held -= size
+    def wait_s(self, received: int, elapsed: float) -> tuple[float, str]:
+        """How long the next bytes may still take, and what is missed when they do not come."""
+        left = self.timeout_s - elapsed
+        reason = f"body did not arrive within {self.timeout_s:g} seconds"
+        if self.min_rate:
+            below = self.grace_s + (received + 1) / self.min_rate - elapsed
+            if below < left:
+                left, reason = below, f"body arrived slower than {self.min_rate} bytes a second"
+        return left, reason
 
 
 class _Body:
-    """One request's body as it arrives, its bytes held in flight until released.
+    """One request's body, its bytes held in its team's share of the bytes in flight as they
+    arrive (never from the declared ``Content-Length``: a client that declares 64 MiB and
+    sends nothing holds nothing), until released."""
 
-    A declared ``Content-Length`` is held whole before the first byte is read: with many
-    large uploads at once, some go through and the others are refused straight away, rather
-    than all of them stalling halfway on the shared budget.
-    """
-
-    def __init__(self, in_flight: InFlightBytes, max_bytes: int, declared: int) -> None:
-        self.in_flight = in_flight
+    def __init__(self, shares: Shares, team: int, max_bytes: int) -> None:
+        self.shares = shares
+        self.team = team
         self.max_bytes = max_bytes
-        self.declared = declared
         self.chunks: list[bytes] = []
         self.held = 0
 
-    def _hold(self, size: int) -> None:
-        if size > self.held:
-            self.in_flight.take(size - self.held)
-            self.held = size
-
-    async def read(self, receive: Receive) -> bytes:
-        self._hold(self.declared)
-        size = 0
+    async def read(self, receive: Receive, pace: Pace) -> bytes:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         more = True
         while more:
-            message = await receive()
+            wait, reason = pace.wait_s(self.held, loop.time() - started)
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, wait))
+            except TimeoutError:
+                raise BodyTooSlow(reason) from None
             if message["type"] == "http.disconnect":
                 raise ConnectionResetError("client went away")
             chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
+            if self.held + len(chunk) > self.max_bytes:
                 raise BodyTooLargeWhileReading
-            self._hold(size)
+            self.shares.take(self.team, len(chunk))
+            self.held += len(chunk)
             self.chunks.append(chunk)
             more = message.get("more_body", False)
         return b"".join(self.chunks)
 
     def release(self) -> None:
         self.chunks.clear()
-        self.in_flight.release(self.held)
+        self.shares.release(self.team, self.held)
         self.held = 0
 
 
@@ -116,7 +117,9 @@ class OtlpHttpApp:
     def __init__(self, service: IngestService, executor: ThreadPoolExecutor) -> None:
         self.service = service
         self.executor = executor
-        self.in_flight = InFlightBytes(service.max_inflight_bytes)
+        capacity = service.max_inflight_bytes
+        self.in_flight = Shares(capacity, share_of(capacity, service.team_share_percent))
+        self.pace = Pace(service.body_timeout_seconds, service.min_body_bytes_per_second)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -144,20 +147,19 @@ class OtlpHttpApp:
             # still arrives once the response is complete, and the client can read the answer.
             await self._answer(send, admission)
             return
-        declared = headers.get("content-length", "")
-        body = _Body(
-            self.in_flight, admission.max_bytes, int(declared) if declared.isdigit() else 0
-        )
+        body = _Body(self.in_flight, admission.grant.team_id, admission.max_bytes)
         try:
             try:
-                raw = await asyncio.wait_for(body.read(receive), service.body_timeout_seconds)
+                raw = await body.read(receive, self.pace)
             except BodyTooLargeWhileReading:
                 reply, close = service.too_large_reply(admission), False
-            except TooManyBytesInFlight:
+            except ShareTaken:
+                reply, close = service.busy_reply(admission, team_share=True), False
+            except CapacityTaken:
                 reply, close = service.busy_reply(admission), False
-            except TimeoutError:
+            except BodyTooSlow as exc:
                 # A stalled client would hold the connection: end it with the answer.
-                reply, close = service.timeout_reply(admission), True
+                reply, close = service.timeout_reply(admission, str(exc)), True
             except ConnectionResetError:
                 return
             else:

@@ -21,6 +21,7 @@ from ingest import bodies, decoding, events, otlp_json, responses
 from ingest import metrics as m
 from ingest.auth import TokenDirectory, TokenGrant, token_from_headers
 from ingest.ratelimit import SpanRateLimiter
+from ingest.shares import CapacityTaken, Shares, ShareTaken, share_of
 from ingest.writer import DatabaseUnavailable, SpanWriter
 from latencyboard.rollups.waking import FoldWaker
 
@@ -30,6 +31,10 @@ RETRY_AFTER_SECONDS = 2
 # gRPC status codes (grpc.StatusCode values), kept numeric so this module needs no grpc import.
 GRPC_OK, GRPC_INVALID_ARGUMENT, GRPC_DEADLINE_EXCEEDED, GRPC_RESOURCE_EXHAUSTED = 0, 3, 4, 8
 GRPC_UNAVAILABLE, GRPC_UNAUTHENTICATED = 14, 16
+
+
+class MessageTimeout(Exception):
+    """An OTLP/gRPC Export's message did not arrive within its deadline."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class IngestService:
         max_future_seconds: int = 3600,
         rate_limiter: SpanRateLimiter | None = None,
         fold_waker: FoldWaker | None = None,
+        grpc_threads: int = 8,
     ) -> None:
         self.writer = writer
         self.fold_waker = fold_waker or FoldWaker()
@@ -91,6 +97,11 @@ class IngestService:
         self.max_json_body_bytes = min(max_body_bytes, settings.INGEST_MAX_JSON_BODY_BYTES)
         self.body_timeout_seconds = settings.INGEST_BODY_TIMEOUT_SECONDS
         self.max_inflight_bytes = settings.INGEST_MAX_INFLIGHT_BYTES
+        self.min_body_bytes_per_second = settings.INGEST_MIN_BODY_BYTES_PER_SECOND
+        self.team_share_percent = settings.INGEST_TEAM_SHARE_PERCENT
+        self.grpc_message_timeout_seconds = settings.INGEST_GRPC_MESSAGE_TIMEOUT_SECONDS
+        # gRPC calls hold a handler thread from their start: a team holds at most its share.
+        self.grpc_calls = Shares(grpc_threads, share_of(grpc_threads, self.team_share_percent))
         self.limits = decoding.Limits(
             max_attributes=settings.INGEST_ATTRIBUTE_COUNT_LIMIT,
             max_value_length=settings.INGEST_ATTRIBUTE_VALUE_LENGTH_LIMIT,
@@ -202,20 +213,20 @@ class IngestService:
         outcome = _failure(413, GRPC_RESOURCE_EXHAUSTED, message)
         return self._reply(admission.fmt, outcome, admission.started)
 
-    def timeout_reply(self, admission: Admission) -> HttpReply:
-        """The 408 for a body that did not arrive within ``body_timeout_seconds``."""
-        message = f"body did not arrive within {self.body_timeout_seconds} seconds"
+    def timeout_reply(self, admission: Admission, message: str) -> HttpReply:
+        """The 408 for a body that did not arrive in time (``message`` says which bound)."""
         outcome = _failure(408, GRPC_DEADLINE_EXCEEDED, message)
         return self._reply(admission.fmt, outcome, admission.started)
 
-    def busy_reply(self, admission: Admission) -> HttpReply:
-        """The 503 for a body that would pass the process's bytes in flight."""
-        outcome = _failure(
-            503,
-            GRPC_UNAVAILABLE,
-            "too many request bytes in flight, retry later",
-            retry_after=RETRY_AFTER_SECONDS,
-        )
+    def busy_reply(self, admission: Admission, *, team_share: bool = False) -> HttpReply:
+        """The 503 for a body that would pass the process's bytes in flight, or the 429 for
+        one that would pass its team's share of them."""
+        if team_share:
+            status, code = 429, GRPC_RESOURCE_EXHAUSTED
+            message = "this team's share of the ingest host's request bytes is taken"
+        else:
+            status, code, message = 503, GRPC_UNAVAILABLE, "too many request bytes in flight"
+        outcome = _failure(status, code, f"{message}, retry later", retry_after=RETRY_AFTER_SECONDS)
         return self._reply(admission.fmt, outcome, admission.started)
 
     def _export_http(
@@ -245,8 +256,9 @@ class IngestService:
         """Answer one OTLP/gRPC export; ``metadata`` has lower-case keys.
 
         ``read_message`` returns the request message's bytes (None when the client sent
-        none); it is called only once the token is accepted, so an unauthenticated client's
-        message is never read.
+        none) or raises :class:`MessageTimeout`; it is called only once the token is accepted
+        and the team's share of the gRPC handlers allows the call, so an unauthenticated
+        client's message is never read and one team's silent streams hold at most its share.
         """
         started = time.perf_counter()
         outcome = self._export_grpc(metadata, read_message)
@@ -260,7 +272,28 @@ class IngestService:
         grant = self._authenticate(token_from_headers(metadata))
         if isinstance(grant, Outcome):
             return grant
-        body = read_message()
+        try:
+            self.grpc_calls.take(grant.team_id, 1)
+        except ShareTaken:
+            message = "this team's share of the ingest host's gRPC handlers is taken, retry later"
+            return _failure(429, GRPC_RESOURCE_EXHAUSTED, message, retry_after=RETRY_AFTER_SECONDS)
+        except CapacityTaken:
+            message = "every gRPC handler of this ingest host is taken, retry later"
+            return _failure(503, GRPC_UNAVAILABLE, message, retry_after=RETRY_AFTER_SECONDS)
+        try:
+            return self._export_message(grant, read_message)
+        finally:
+            self.grpc_calls.release(grant.team_id, 1)
+
+    def _export_message(
+        self, grant: TokenGrant, read_message: Callable[[], bytes | None]
+    ) -> Outcome:
+        try:
+            body = read_message()
+        except MessageTimeout:
+            seconds = self.grpc_message_timeout_seconds
+            message = f"no ExportTraceServiceRequest message within {seconds} seconds"
+            return _failure(408, GRPC_DEADLINE_EXCEEDED, message)
         if body is None:
             return _failure(400, GRPC_INVALID_ARGUMENT, "no ExportTraceServiceRequest message")
         try:

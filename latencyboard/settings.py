@@ -414,9 +414,21 @@ INGEST_MAX_JSON_BODY_BYTES = env_int("INGEST_MAX_JSON_BODY_BYTES", 16 * 1024 * 1
 # A request body must arrive whole within this time (3x the OTel SDKs' 10 s export timeout:
 # a client slower than that has already given up); past it the listener answers 408.
 INGEST_BODY_TIMEOUT_SECONDS = env_int("INGEST_BODY_TIMEOUT_SECONDS", 30, minimum=1)
-# Request bytes one ingest process holds at once (bodies being read or decoded); past it new
-# bodies get 503 + Retry-After, so memory stays bounded under many concurrent large uploads.
+# Request bytes one ingest process holds at once (bodies being read or decoded), counted as
+# they arrive; past it new bodies get 503 + Retry-After, so memory stays bounded.
 INGEST_MAX_INFLIGHT_BYTES = env_int("INGEST_MAX_INFLIGHT_BYTES", 256 * 1024 * 1024, minimum=1024)
+# After its first 5 s a body must keep arriving at this many bytes a second on average, else
+# 408 (0: no minimum): a trickling upload cannot hold a connection for the whole timeout.
+INGEST_MIN_BODY_BYTES_PER_SECOND = env_int("INGEST_MIN_BODY_BYTES_PER_SECOND", 16384, minimum=0)
+# A request's line and headers must arrive within this time of the connection opening (or of
+# its first byte on a kept-alive connection), else the connection is closed.
+INGEST_HEADER_TIMEOUT_SECONDS = env_int("INGEST_HEADER_TIMEOUT_SECONDS", 10, minimum=1)
+# An OTLP/gRPC Export's message must arrive within this time of the call, else the call is
+# cancelled and its handler thread freed.
+INGEST_GRPC_MESSAGE_TIMEOUT_SECONDS = env_int("INGEST_GRPC_MESSAGE_TIMEOUT_SECONDS", 10, minimum=1)
+# The share of one ingest process's bytes in flight and gRPC handler threads one team may hold
+# at once; beyond it that team gets 429 / RESOURCE_EXHAUSTED, and the other teams find room.
+INGEST_TEAM_SHARE_PERCENT = env_int("INGEST_TEAM_SHARE_PERCENT", 50, minimum=1, maximum=100)
 # Span attribute limits (see ingest/limits.py), after the OTel SDK's: attributes past the count
 # or the size budget are dropped and counted, longer strings truncated, arrays and key-value
 # lists cut to a number of elements, values nested deeper than the depth stored as null.

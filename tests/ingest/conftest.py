@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +26,6 @@ def ingest_server(
     child_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[IngestServer]:
     """The real ingest process (HTTP + gRPC listeners) on the test database."""
-    http_port, grpc_port = free_port(), free_port()
     # A small body cap keeps the 413 tests cheap; a long retention admits the 2018 example;
     # a short body timeout and small in-flight and JSON caps keep test_http_listener.py quick.
     env = dict(
@@ -35,14 +36,24 @@ def ingest_server(
         INGEST_MAX_INFLIGHT_BYTES=str(6 * 1024 * 1024),
         INGEST_MAX_JSON_BODY_BYTES=str(1024 * 1024),
     )
+    with running_ingest(env, tmp_path_factory.mktemp("ingest") / "ingest.log") as server:
+        yield server
+
+
+@contextmanager
+def running_ingest(env: dict[str, str], log: Path) -> Iterator[IngestServer]:
+    """A real ingest process with ``env``, on free ports, stopped at the end."""
+    http_port, grpc_port = free_port(), free_port()
     running = start_process(
         [PYTHON, "-m", "ingest", "--http-port", str(http_port), "--grpc-port", str(grpc_port)],
         env,
-        tmp_path_factory.mktemp("ingest") / "ingest.log",
+        log,
         ready_port=http_port,
     )
-    yield IngestServer(http_port, grpc_port)
-    stop_process(running)
+    try:
+        yield IngestServer(http_port, grpc_port)
+    finally:
+        stop_process(running)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -124,20 +124,22 @@ def test_body_that_stops_arriving_is_408_and_closed(ingest_server, connect):
     assert Span.objects.filter(team_id=tenant.team.id).count() == 0
 
 
-def test_upload_past_the_bytes_in_flight_cap_gets_503_before_sending(ingest_server, connect):
-    # given an unfinished authenticated upload holding its declared 4 MiB (the cap is 6 MiB)
-    tenant = make_team_with_token()
-    first = connect()
-    _start_request(first, MAX_BODY_BYTES, token=tenant.token)
-    first.sendall(b"\x00" * MIB)
-    time.sleep(0.5)  # let the listener admit it
+def test_upload_past_the_bytes_in_flight_cap_gets_503(ingest_server, connect):
+    # given two teams' unfinished uploads holding 2.9 MiB each, nearly all of the 6 MiB cap
+    # (a team may hold half of it)
+    for tenant in (make_team_with_token(), make_team_with_token()):
+        held = connect()
+        _start_request(held, MAX_BODY_BYTES, token=tenant.token)
+        held.sendall(b"\x00" * (29 * MIB // 10))
+    time.sleep(0.5)  # let the listener read them
 
-    # when a second upload declares 3 MiB more
-    second = connect()
-    _start_request(second, 3 * MIB, token=tenant.token)
+    # when a third team sends a 1 MiB export
+    third = connect()
+    _start_request(third, MIB, token=make_team_with_token().token)
+    third.sendall(b"\x00" * MIB)
 
-    # then it is told to come back later before sending its body, rather than buffered
-    head = second.recv(4096)
+    # then it is told to come back later, rather than buffered
+    head = third.recv(4096)
     assert int(head.split(b" ", 2)[1]) == 503
     assert b"\r\nretry-after: " in head.lower()
 
