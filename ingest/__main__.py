@@ -61,7 +61,12 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     from latencyboard.db import conninfo
 
     http_socket = _listen(args.host, args.http_port, reuse_port=reuse_port)
-    writer = SpanWriter(conninfo(), max_connections=args.threads)
+    writer = SpanWriter(
+        conninfo(),
+        max_connections=args.threads,
+        max_pipelines=settings.TEAM_MAX_PIPELINES,
+        stage_cap=settings.PIPELINE_MAX_STAGES,
+    )
     service = IngestService(
         writer,
         max_body_bytes=settings.INGEST_MAX_BODY_BYTES,

@@ -138,7 +138,7 @@ class IngestService:
                     "rate limit of this ingest token",
                     retry_after=max(1, round(wait)),
                 )
-        stored = 0
+        stored = refused = 0
         if decoded.spans:
             try:
                 result = self.writer.write(
@@ -157,7 +157,7 @@ class IngestService:
                     "database unavailable, retry later",
                     retry_after=RETRY_AFTER_SECONDS,
                 )
-            stored = result.stored
+            stored, refused = result.stored, result.refused
             if stored:
                 self.fold_waker.wake()
             m.SPANS_STORED.labels(protocol).inc(result.stored)
@@ -168,13 +168,20 @@ class IngestService:
             dropped_events, dropped_event_attributes = events.dropped(decoded.spans)
             m.EVENTS_DROPPED.labels(protocol).inc(dropped_events)
             m.EVENT_ATTRIBUTES_DROPPED.labels(protocol).inc(dropped_event_attributes)
-        m.SPANS_REJECTED.labels(protocol).inc(decoded.rejected_spans)
+        m.SPANS_REJECTED.labels(protocol).inc(decoded.rejected_spans + refused)
         m.BATCH_SPANS.observe(len(decoded.spans) + decoded.rejected_spans)
+        messages = [decoded.error_message] if decoded.error_message else []
+        if refused:
+            messages.append(
+                f"{refused} spans refused: this team has reached its cap of "
+                f"{self.writer.directory.max_pipelines} pipelines, so spans of a new "
+                "service.name (or deployment.environment.name) are not stored"
+            )
         return Outcome(
             http_status=200,
             grpc_code=GRPC_OK,
-            message=decoded.error_message,
-            rejected_spans=decoded.rejected_spans,
+            message="; ".join(messages),
+            rejected_spans=decoded.rejected_spans + refused,
             stored=stored,
         )
 

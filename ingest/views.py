@@ -19,7 +19,12 @@ _CHUNK = 1024 * 1024
 @cache
 def _service() -> IngestService:
     return IngestService(
-        SpanWriter(conninfo(), max_connections=4),
+        SpanWriter(
+            conninfo(),
+            max_connections=4,
+            max_pipelines=settings.TEAM_MAX_PIPELINES,
+            stage_cap=settings.PIPELINE_MAX_STAGES,
+        ),
         max_body_bytes=settings.INGEST_MAX_BODY_BYTES,
         retention_days=settings.RETENTION_DAYS,
     )

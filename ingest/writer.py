@@ -9,6 +9,7 @@ client is told ``200``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -36,6 +37,7 @@ from latencyboard.storage.span_templates import json_bytes
 logger = logging.getLogger(__name__)
 
 SERVER_KIND = 2
+DEFAULT_MAX_PIPELINES = 200
 _DICTIONARY_TTL = 30.0
 MAX_TEMPLATES = 100_000
 """Span templates cached per process; past that, a new combination of shared attribute
@@ -51,6 +53,8 @@ class WriteResult:
     batch_id: int
     stored: int
     duplicates: int
+    # Spans of pipelines the team may not have (past its pipeline cap): not stored.
+    refused: int = 0
 
 
 class DatabaseUnavailable(Exception):
@@ -112,22 +116,35 @@ def _create_partitions(conn: psycopg.Connection, spans: Sequence[DecodedSpan]) -
 
 
 class _PipelineDirectory:
-    """Pipeline and stage ids by name, cached per process; rows are created on first sight."""
+    """Pipeline and stage ids by name, cached per process; rows are created on first sight,
+    a pipeline only while its team has fewer than ``max_pipelines``."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_pipelines: int, stage_cap: int) -> None:
+        self.max_pipelines = max_pipelines
+        self.stage_cap = stage_cap
         self._lock = threading.Lock()
         self._pipelines: dict[tuple[int, str, str], int] = {}
         self._stages: dict[int, dict[str, int]] = {}
         self._rules: dict[int, tuple[float, list[mapping.CompiledRule], int]] = {}
 
-    def pipeline(self, conn: psycopg.Connection, team_id: int, service: str, env: str) -> int:
+    def pipeline(
+        self, conn: psycopg.Connection, team_id: int, service: str, env: str
+    ) -> int | None:
+        """The pipeline's id; None when the team has none such and is at its cap."""
         key = (team_id, service, env)
         found = self._pipelines.get(key)
         if found is not None:
             return found
-        pipeline_id = pipelines.ensure_pipeline(
-            conn, team_id, service, env, stage_cap=mapping.DEFAULT_STAGE_CAP
+        pipeline_id = pipelines.pipeline_within_cap(
+            conn,
+            team_id,
+            service,
+            env,
+            stage_cap=self.stage_cap,
+            max_pipelines=self.max_pipelines,
         )
+        if pipeline_id is None:
+            return None
         with self._lock:
             self._pipelines[key] = pipeline_id
         return pipeline_id
@@ -141,7 +158,7 @@ class _PipelineDirectory:
             return cached[1], cached[2]
         rows, stored_cap = pipelines.stage_rules(conn, pipeline_id)
         compiled = [mapping.Rule(*row).compiled() for row in rows]
-        cap = mapping.DEFAULT_STAGE_CAP if stored_cap is None else stored_cap
+        cap = self.stage_cap if stored_cap is None else stored_cap
         with self._lock:
             self._rules[pipeline_id] = (now, compiled, cap)
             self._stages.pop(pipeline_id, None)  # re-read stages too, other processes add some
@@ -252,7 +269,15 @@ def _event_rows(spans: Sequence[DecodedSpan]) -> list[span_events.EventRow]:
 class SpanWriter:
     """Writes export requests to PostgreSQL through a small connection pool."""
 
-    def __init__(self, conninfo: str, *, max_connections: int = 8, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        max_connections: int = 8,
+        timeout: float = 5.0,
+        max_pipelines: int = DEFAULT_MAX_PIPELINES,
+        stage_cap: int = mapping.DEFAULT_STAGE_CAP,
+    ) -> None:
         self.timeout = timeout
         self.pool = ConnectionPool(
             conninfo,
@@ -265,7 +290,7 @@ class SpanWriter:
             # ids are cached and shared with other threads; spans get explicit transactions.
             kwargs={"connect_timeout": max(1, int(timeout)), "autocommit": True},
         )
-        self.directory = _PipelineDirectory()
+        self.directory = _PipelineDirectory(max_pipelines, stage_cap)
         self.templates = _TemplateDirectory()
 
     def close(self) -> None:
@@ -283,15 +308,19 @@ class SpanWriter:
         """Store ``spans`` for ``team_id`` in one transaction; returns once committed."""
         try:
             with self.pool.connection(timeout=self.timeout) as conn:
-                rows = self._rows(conn, team_id, spans)
-                batch = _Batch(team_id, received_at, protocol, rejected, _event_rows(spans))
+                rows, kept = self._rows(conn, team_id, spans)
+                refused = len(spans) - len(kept)
+                batch = _Batch(
+                    team_id, received_at, protocol, rejected + refused, _event_rows(kept)
+                )
                 try:
-                    return _store(conn, rows, batch)
+                    result = _store(conn, rows, batch)
                 except psycopg.errors.CheckViolation:
                     # No partition for some day of these spans (a replay, or late spans):
                     # create the missing days and store again.
                     _create_partitions(conn, spans)
-                    return _store(conn, rows, batch)
+                    result = _store(conn, rows, batch)
+                return dataclasses.replace(result, refused=refused)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(str(exc)) from exc
         except TimeoutError as exc:  # PoolTimeout is a subclass
@@ -299,12 +328,15 @@ class SpanWriter:
 
     def _rows(
         self, conn: psycopg.Connection, team_id: int, spans: Sequence[DecodedSpan]
-    ) -> list[bytes]:
+    ) -> tuple[list[bytes], Sequence[DecodedSpan]]:
+        """The COPY rows of ``spans``, and the spans they are of (all but those refused)."""
         directory = self.directory
         templates = self.templates
         encode = spans_copy.encode_span
         rows: list[bytes] = []
-        pipeline_ids: dict[tuple[str, str], tuple[int, list[mapping.CompiledRule], int]] = {}
+        refused: list[DecodedSpan] = []
+        pipeline_ids: dict[tuple[str, str], tuple[int, list[mapping.CompiledRule], int] | None]
+        pipeline_ids = {}
         stage_ids: dict[tuple[int, str], int] = {}
         # The spans of one OTLP resource share its mapping object: one lookup per resource.
         resource_ids: dict[int, int] = {}
@@ -312,11 +344,16 @@ class SpanWriter:
         new_templates: dict[int, span_templates.Template] = {}
         for span in spans:
             key = (span.service_name, span.environment)
-            resolved = pipeline_ids.get(key)
-            if resolved is None:
-                pipeline_id = directory.pipeline(conn, team_id, *key)
-                rules, cap = directory.rules(conn, pipeline_id)
-                resolved = pipeline_ids[key] = (pipeline_id, rules, cap)
+            if key in pipeline_ids:
+                resolved = pipeline_ids[key]
+            else:
+                found = directory.pipeline(conn, team_id, *key)
+                resolved = pipeline_ids[key] = (
+                    None if found is None else (found, *directory.rules(conn, found))
+                )
+            if resolved is None:  # past the team's pipeline cap
+                refused.append(span)
+                continue
             pipeline_id, rules, cap = resolved
             merged = {**span.resource, **span.attributes} if rules else span.attributes
             stage_name = mapping.resolve_stage(span.name, span.stage, merged, rules)
@@ -351,4 +388,7 @@ class SpanWriter:
             )
         if new_resources or new_templates:
             templates.store(conn, new_resources, new_templates)
-        return rows
+        if not refused:
+            return rows, spans
+        dropped = {id(span) for span in refused}
+        return rows, [span for span in spans if id(span) not in dropped]

@@ -395,6 +395,11 @@ ROLLUP_DAY_DAYS = env_int("ROLLUP_DAY_DAYS", 400, minimum=1)
 # Values of one cohort attribute (model.version…) kept apart per pipeline and UTC day; spans
 # with further values count as "other", so a high-cardinality attribute cannot blow up storage.
 COHORT_VALUES_PER_DAY = env_int("COHORT_VALUES_PER_DAY", 20, minimum=1)
+# Pipelines (service.name x environment) one team may have: spans of a further one are refused
+# and reported in the export's partial_success, so 20,000 service names cannot make 20,000
+# pipelines. New pipelines keep at most PIPELINE_MAX_STAGES stages (Admin changes one's own).
+TEAM_MAX_PIPELINES = env_int("TEAM_MAX_PIPELINES", 200, minimum=1)
+PIPELINE_MAX_STAGES = env_int("PIPELINE_MAX_STAGES", 32, minimum=1, maximum=1000)
 # Stage shares of a minute are computed this long after it ends, so that the spans of its
 # requests have arrived; spans stored later are left out of the shares (not of the rollups).
 STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)

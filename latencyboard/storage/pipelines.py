@@ -22,6 +22,10 @@ VALUES (%s, %s, %s, %s, now())
 ON CONFLICT (team_id, service_name, environment) DO UPDATE SET team_id = EXCLUDED.team_id
 RETURNING id
 """  # noqa: S608 - a constant table name, no input
+_FIND_PIPELINE: Final = f"""
+SELECT id FROM {PIPELINE} WHERE team_id = %s AND service_name = %s AND environment = %s
+"""  # noqa: S608 - a constant table name, no input
+_PIPELINE_COUNT: Final = f"SELECT count(*) FROM {PIPELINE} WHERE team_id = %s"  # noqa: S608
 _RULES: Final = f"""
 SELECT stage, name_pattern, attribute, value_pattern FROM {STAGE_RULE}
 WHERE pipeline_id = %s ORDER BY position, id
@@ -49,6 +53,28 @@ def ensure_pipeline(
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def pipeline_within_cap(
+    conn: psycopg.Connection[Any],
+    team_id: int,
+    service: str,
+    env: str,
+    *,
+    stage_cap: int,
+    max_pipelines: int,
+) -> int | None:
+    """Like :func:`ensure_pipeline`, but a pipeline the team does not have yet is created only
+    while the team has fewer than ``max_pipelines``; None when it is past its cap. (Two
+    processes creating a team's last pipelines at once may pass the cap by a few.)"""
+    service, env = service[:SERVICE_NAME_MAX_LENGTH], env[:ENVIRONMENT_MAX_LENGTH]
+    row = conn.execute(_FIND_PIPELINE, [team_id, service, env]).fetchone()
+    if row is not None:
+        return int(row[0])
+    count = conn.execute(_PIPELINE_COUNT, [team_id]).fetchone()
+    if count is not None and count[0] >= max_pipelines:
+        return None
+    return ensure_pipeline(conn, team_id, service, env, stage_cap=stage_cap)
 
 
 def stage_rules(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from latencyboard.teams.models import Role, Team
 
@@ -29,3 +31,22 @@ def has_role(user: User | AnonymousUser, team: Team, *roles: Role) -> bool:
     if roles:
         memberships = memberships.filter(role__in=roles)
     return memberships.exists()
+
+
+@dataclass(frozen=True, slots=True)
+class TeamLimits:
+    """How many pipelines a team has against its cap (shown to its admins)."""
+
+    team: str
+    pipelines: int
+    max_pipelines: int
+
+    @property
+    def full(self) -> bool:
+        return self.pipelines >= self.max_pipelines
+
+
+def limits_of(user: User | AnonymousUser, max_pipelines: int) -> list[TeamLimits]:
+    """The pipeline count of each team ``user`` administers, against ``max_pipelines``."""
+    teams = teams_of(user, Role.ADMIN).annotate(pipeline_count=Count("pipelines"))
+    return [TeamLimits(team.name, team.pipeline_count, max_pipelines) for team in teams]

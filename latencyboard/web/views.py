@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from latencyboard.dashboards.overview_queries import DEFAULT_WINDOW, WINDOWS, overview
+from latencyboard.teams.queries import limits_of
 
 
 @login_required
@@ -29,6 +30,9 @@ def home(request: HttpRequest) -> HttpResponse:
             "otlp_http_endpoint": f"http://{host}:{settings.INGEST_HTTP_PORT}",
             "otlp_grpc_endpoint": f"http://{host}:{settings.INGEST_GRPC_PORT}",
             "web_endpoint": request.build_absolute_uri("/").rstrip("/"),
+            "team_limits": limits_of(request.user, settings.TEAM_MAX_PIPELINES),
+            "stage_cap": settings.PIPELINE_MAX_STAGES,
+            "cohort_values": settings.COHORT_VALUES_PER_DAY,
         },
     )
 

@@ -13,7 +13,10 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.spans.models import Span
 from tests.factories import make_team_with_token
 from tests.ingest.conftest import IngestServer, running_ingest
 from tests.ingest.otlp import SpanSpec, export_request, post
@@ -29,6 +32,7 @@ MAX_BODY_BYTES = 4 * MIB
 MIN_RATE = 1000
 THREADS = 4
 MESSAGE_TIMEOUT_S = 3
+MAX_PIPELINES = 3
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +49,7 @@ def fairness_server(
         INGEST_HEADER_TIMEOUT_SECONDS="2",
         INGEST_GRPC_MESSAGE_TIMEOUT_SECONDS=str(MESSAGE_TIMEOUT_S),
         INGEST_THREADS=str(THREADS),
+        TEAM_MAX_PIPELINES=str(MAX_PIPELINES),
     )
     with running_ingest(env, tmp_path_factory.mktemp("ingest") / "ingest.log") as server:
         yield server
@@ -193,3 +198,28 @@ def test_silent_grpc_streams_of_one_team_leave_room_for_the_others(fairness_serv
 
     assert codes.count("RESOURCE_EXHAUSTED") == 6 - THREADS // 2
     assert set(codes) <= {"RESOURCE_EXHAUSTED", "CANCELLED", "DEADLINE_EXCEEDED"}
+
+
+def test_spans_of_pipelines_past_the_teams_cap_are_refused_in_partial_success(fairness_server):
+    # given team B already has its 3 pipelines
+    team_a, team_b = make_team_with_token("a"), make_team_with_token("b")
+    headers_b = {"content-type": PROTOBUF, "authorization": f"Bearer {team_b.token}"}
+    for n in range(MAX_PIPELINES):
+        body = export_request(SpanSpec(), service=f"svc-{n}").SerializeToString()
+        assert post(fairness_server.traces_url, body, headers_b).status == 200
+
+    # when it exports spans of a fourth service.name, and of a known one
+    request = export_request(SpanSpec(), SpanSpec(), service="svc-new")
+    request.resource_spans.extend(export_request(SpanSpec(), service="svc-0").resource_spans)
+    reply = post(fairness_server.traces_url, request.SerializeToString(), headers_b)
+
+    # then the new pipeline's spans are refused, saying why, and the known one's stored
+    assert reply.status == 200
+    partial = ExportTraceServiceResponse.FromString(reply.body).partial_success
+    assert partial.rejected_spans == 2
+    assert f"reached its cap of {MAX_PIPELINES} pipelines" in partial.error_message
+    assert Pipeline.objects.filter(team=team_b.team).count() == MAX_PIPELINES
+    assert Span.objects.filter(team_id=team_b.team.id).count() == MAX_PIPELINES + 1
+    # and another team's new pipeline is created as ever
+    assert _export(fairness_server, team_a.token) == 200
+    assert Pipeline.objects.filter(team=team_a.team).count() == 1

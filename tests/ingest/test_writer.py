@@ -116,6 +116,7 @@ def test_pipeline_and_stage_ids_are_committed_before_other_threads_can_use_them(
     try:
         with writer.pool.connection() as conn:
             pipeline_id = writer.directory.pipeline(conn, team.id, "svc-new", "")
+            assert pipeline_id is not None
             stage_id = writer.directory.stage(conn, pipeline_id, "model_forward", cap=32)
 
             # then, while that connection is still held, another connection already sees both
