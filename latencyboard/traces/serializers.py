@@ -11,6 +11,7 @@ from rest_framework import serializers
 from latencyboard import bounds
 from latencyboard.moments import iso_utc
 from latencyboard.pipelines.mapping import END_TO_END
+from latencyboard.storage.span_events import StoredEvent
 from latencyboard.traces import ids
 from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT, Exemplars
 from latencyboard.traces.queries import (
@@ -42,6 +43,7 @@ _STEP_UNITS: Final = {"m": "minutes", "h": "hours", "d": "days"}
 _NEAR = re.compile(r"p(\d{1,2}(?:\.\d{1,4})?)")
 _STAGE_ID = re.compile(r"\d{1,18}")  # fits a bigint, so a typo cannot overflow the query
 _WINDOW_HOURS: Final = MAX_WINDOW // dt.timedelta(hours=1)
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class TraceSearchQuerySerializer(serializers.Serializer):
@@ -258,6 +260,22 @@ class ExemplarsSerializer(serializers.Serializer):
     )
 
 
+class SpanEventSerializer(serializers.Serializer):
+    """One event of a span (``span.add_event``, ``span.record_exception``, Triton's
+    ``QUEUE_START``…), oldest first."""
+
+    name = serializers.CharField(help_text="`exception` for a recorded exception.")
+    time = serializers.DateTimeField(help_text="When it happened (to the microsecond).")
+    time_unix_nano = serializers.CharField(help_text="The same, exact, as sent: a decimal.")
+    offset_ms = serializers.FloatField(help_text="After the trace's start.")
+    attributes = serializers.DictField(
+        help_text="An exception has exception.type, exception.message, exception.stacktrace."
+    )
+    dropped_attributes_count = serializers.IntegerField(
+        help_text="Attributes it lacks: past ingest's cap or dropped by the sending SDK."
+    )
+
+
 class WaterfallSpanSerializer(serializers.Serializer):
     """One span in waterfall order (depth first, siblings by start time)."""
 
@@ -287,6 +305,11 @@ class WaterfallSpanSerializer(serializers.Serializer):
     )
     orphan = serializers.BooleanField(help_text="Its parent was not received.")
     attributes = serializers.DictField()
+    events = SpanEventSerializer(many=True)
+    dropped_events_count = serializers.IntegerField(
+        help_text="Events the span lacks: past ingest's cap (the newest are kept) or dropped "
+        "by the sending SDK."
+    )
 
 
 class TraceWaterfallSerializer(serializers.Serializer):
@@ -353,6 +376,7 @@ def trace_summary_data(trace: TraceSummary) -> dict[str, Any]:
 def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
     """The JSON body for ``result``, in the shape :class:`TraceWaterfallSerializer` shows."""
     rows = result.waterfall.rows
+    start_ns = result.waterfall.start_ns
     position = {row.index: number for number, row in enumerate(rows)}
     spans = []
     for row in rows:
@@ -380,6 +404,8 @@ def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
                 "critical_ms": row.critical_ns / 1e6,
                 "orphan": row.orphan,
                 "attributes": span.attributes,
+                "events": [_event_data(event, start_ns) for event in span.events],
+                "dropped_events_count": span.dropped_events,
             }
         )
     return {
@@ -390,4 +416,15 @@ def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
         "truncated": result.truncated,
         "critical_path": [position[index] for index in result.waterfall.critical_path],
         "spans": spans,
+    }
+
+
+def _event_data(event: StoredEvent, trace_start_ns: int) -> dict[str, Any]:
+    return {
+        "name": event.name,
+        "time": iso_utc(_EPOCH + dt.timedelta(microseconds=event.time_unix_nano // 1000)),
+        "time_unix_nano": str(event.time_unix_nano),
+        "offset_ms": (event.time_unix_nano - trace_start_ns) / 1e6,
+        "attributes": event.attributes,
+        "dropped_attributes_count": event.dropped_attributes,
     }

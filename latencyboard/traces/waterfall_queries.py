@@ -17,7 +17,7 @@ from typing import Any, Final
 from django.contrib.auth.models import AnonymousUser, User
 
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.storage import span_reads
+from latencyboard.storage import span_events, span_reads
 from latencyboard.teams.queries import teams_of
 from latencyboard.traces import waterfall
 
@@ -46,6 +46,8 @@ class TraceSpan:
     duration_ns: int
     is_root: bool
     attributes: dict[str, Any]
+    events: tuple[span_events.StoredEvent, ...] = ()  # oldest first
+    dropped_events: int = 0  # the span lacks these: cut by ingest's cap or by its SDK
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ def trace_waterfall(user: User | AnonymousUser, trace_id: uuid.UUID) -> TraceWat
     if not rows:
         raise TraceNotFound(trace_id)
     pipelines = Pipeline.objects.in_bulk({row[4] for row in rows})
+    events = span_events.trace_events(team_ids, trace_id)
+    no_events = span_events.SpanEvents((), 0)
     spans = tuple(
         TraceSpan(
             span_id=span_id,
@@ -91,6 +95,8 @@ def trace_waterfall(user: User | AnonymousUser, trace_id: uuid.UUID) -> TraceWat
             is_root=is_root,
             # Django has psycopg load jsonb as text (JSONField decodes it itself).
             attributes=json.loads(attributes),
+            events=events.get(span_id, no_events).events,
+            dropped_events=events.get(span_id, no_events).dropped_events,
         )
         for (
             span_id,

@@ -80,9 +80,25 @@
     if (span.status === "error") {
       name.append(element("span", { class: "badge error", text: "error" }));
     }
+    const exceptions = span.events.filter(isException);
+    for (const event of exceptions) {
+      // The class name alone: the full type is in the note under the row.
+      const type = exceptionType(event);
+      name.append(element("span", { class: "badge exception", text: type.split(".").pop(), title: type }));
+    }
     const bar = element("div", { class: "wf-bar" });
     bar.style.left = percent(span.offset_ms);
     bar.style.width = percent(span.duration_ms);
+    const marks = span.events.map((event) => {
+      const mark = element("span", {
+        class: isException(event) ? "wf-event exception" : "wf-event",
+        title: `${event.name} at ${formatMs(event.offset_ms - span.offset_ms)} into the span` +
+          (isException(event) ? `: ${exceptionType(event)}: ${event.attributes["exception.message"] || ""}` : ""),
+        "data-event": event.name,
+      });
+      mark.style.left = percent(event.offset_ms);
+      return mark;
+    });
     const classes = ["wf-row", "wf-span"];
     if (span.critical) classes.push("critical");
     if (span.status === "error") classes.push("error");
@@ -108,7 +124,7 @@
       },
       [
         name,
-        element("div", { class: "wf-track" }, [bar]),
+        element("div", { class: "wf-track" }, [bar, ...marks]),
         element("div", { class: "wf-num wf-total", text: formatMs(span.duration_ms) }),
         element("div", { class: "wf-num wf-self", text: formatMs(span.self_ms) }),
         element("div", {
@@ -117,6 +133,65 @@
         }),
       ],
     );
+  }
+
+  function isException(event) {
+    return event.name === "exception";
+  }
+
+  function exceptionType(event) {
+    return String(event.attributes["exception.type"] || "exception");
+  }
+
+  function attributeText(value) {
+    return typeof value === "string" ? value : JSON.stringify(value);
+  }
+
+  // A recorded exception as a reader wants it: type and message, the stack trace folded.
+  function exceptionNote(span, event) {
+    const message = event.attributes["exception.message"];
+    const note = element("div", { class: "wf-exception", role: "note" }, [
+      element("strong", { text: exceptionType(event) }),
+      element("span", { text: message === undefined ? "" : ": " + attributeText(message) }),
+      element("span", { class: "muted", text: ` · at ${formatMs(event.offset_ms - span.offset_ms)} into ${span.name}` }),
+    ]);
+    note.style.setProperty("--depth", span.depth);
+    const stack = event.attributes["exception.stacktrace"];
+    if (stack !== undefined) {
+      note.append(
+        element("details", { class: "wf-stack" }, [
+          element("summary", { text: "Stack trace" }),
+          element("pre", { class: "mono", text: attributeText(stack) }),
+        ]),
+      );
+    }
+    return note;
+  }
+
+  function eventList(span) {
+    const table = element("table", { class: "grid wf-events" }, [
+      element("caption", {
+        text: span.events.length
+          ? `Events (${span.events.length})` +
+            (span.dropped_events_count ? `; ${span.dropped_events_count} more dropped` : "")
+          : `No events${span.dropped_events_count ? `; ${span.dropped_events_count} dropped` : ""}`,
+      }),
+    ]);
+    for (const event of span.events) {
+      const pairs = Object.keys(event.attributes)
+        .sort()
+        .filter((key) => key !== "exception.stacktrace")
+        .map((key) => `${key}=${attributeText(event.attributes[key])}`);
+      if (event.dropped_attributes_count) pairs.push(`(${event.dropped_attributes_count} attributes dropped)`);
+      table.append(
+        element("tr", {}, [
+          element("th", { class: "mono", text: event.name }),
+          element("td", { class: "num", text: "+" + formatMs(event.offset_ms - span.offset_ms) }),
+          element("td", { class: "mono", text: pairs.join(" ") }),
+        ]),
+      );
+    }
+    return table;
   }
 
   function detail(span) {
@@ -146,17 +221,16 @@
       element("caption", { text: keys.length ? "Attributes" : "No attributes" }),
     ]);
     for (const key of keys) {
-      const value = span.attributes[key];
       table.append(
         element("tr", {}, [
           element("th", { class: "mono", text: key }),
-          element("td", { class: "mono", text: typeof value === "string" ? value : JSON.stringify(value) }),
+          element("td", { class: "mono", text: attributeText(span.attributes[key]) }),
         ]),
       );
     }
     return element("div", { class: "wf-detail", role: "region", "aria-label": "Span " + span.name }, [
       list,
-      table,
+      element("div", {}, [table, eventList(span)]),
     ]);
   }
 
@@ -171,7 +245,9 @@
     const rows = spans.map((span, index) => row(span, index, hasChildren[index]));
     const details = spans.map(() => null);
     const collapsed = spans.map(() => false);
-    container.append(...rows);
+    // Exceptions are shown under their span without a click.
+    const notes = spans.map((span) => span.events.filter(isException).map((event) => exceptionNote(span, event)));
+    rows.forEach((node, index) => container.append(node, ...notes[index]));
 
     function toggleDetail(index) {
       const open = details[index] !== null;
@@ -180,7 +256,7 @@
         details[index] = null;
       } else {
         details[index] = detail(spans[index]);
-        rows[index].after(details[index]);
+        (notes[index].at(-1) || rows[index]).after(details[index]);
       }
       rows[index].setAttribute("aria-expanded", String(!open));
       rows[index].classList.toggle("selected", !open);
@@ -192,6 +268,7 @@
         const parent = span.parent_index;
         hidden[index] = parent !== null && (hidden[parent] || collapsed[parent]);
         rows[index].hidden = hidden[index];
+        for (const note of notes[index]) note.hidden = hidden[index];
         if (details[index] !== null) details[index].hidden = hidden[index];
       });
     }
