@@ -49,7 +49,7 @@ def assess_mix(
         }
         if not baselines or not windows:
             continue
-        split = decompose(baselines, windows, q, rule)
+        split = decompose(baselines, windows, q, rule, attribute)
         if split.cohort is not None and split.label in NAMING:
             return attribute, split
         found.append((attribute, split))

@@ -116,8 +116,18 @@ def _name(q: float) -> str:
     return f"p{q * 100:g}"
 
 
-def _mix_message(q: float, driver: CohortChange, cohorts: tuple[CohortChange, ...]) -> str:
-    text = f"mix shift: {_percent(driver.current_share)} of traffic now on {driver.cohort}"
+def _named(attribute: str, cohort: str) -> str:
+    """ "service.version 3.4.1": a cohort with the attribute it is a value of."""
+    return f"{attribute} {cohort}" if attribute else cohort
+
+
+def _mix_message(
+    q: float, driver: CohortChange, cohorts: tuple[CohortChange, ...], attribute: str
+) -> str:
+    text = (
+        f"mix shift: {_percent(driver.current_share)} of traffic now on "
+        f"{_named(attribute, driver.cohort)}"
+    )
     others = [c for c in cohorts if c.cohort != driver.cohort and c.baseline_share > 0]
     if not others:
         return text
@@ -131,11 +141,12 @@ def _mix_message(q: float, driver: CohortChange, cohorts: tuple[CohortChange, ..
     return f"{text}, whose {_name(q)} is {_percent(abs(change))} {side} {reference.cohort}"
 
 
-def _regression_message(cohort: CohortChange) -> str:
+def _regression_message(cohort: CohortChange, attribute: str) -> str:
     test = max((t for t in cohort.tests if t.fired), key=lambda t: t.effect_ms)
     return (
-        f"regression in {cohort.cohort}: {_name(test.q)} {test.baseline.estimate:.1f} → "
-        f"{test.current.estimate:.1f} ms (+{_percent(test.effect_relative)})"
+        f"regression in {_named(attribute, cohort.cohort)}: {_name(test.q)} "
+        f"{test.baseline.estimate:.1f} → {test.current.estimate:.1f} ms "
+        f"(+{_percent(test.effect_relative)})"
     )
 
 
@@ -144,11 +155,13 @@ def decompose(
     windows: Mapping[str, Sketch],
     q: float = 0.99,
     rule: RegressionRule | None = None,
+    attribute: str = "",
 ) -> MixDecomposition:
     """Split one stage's change at quantile ``q``: ``baselines`` and ``windows`` map each
     cohort to its baseline and to its recent window's sketch (a cohort may be missing from
     either). ``rule`` gives the cohort tests' settings and the significance level
-    (``family_alpha``). Raises ValueError when the baselines or the windows are all empty.
+    (``family_alpha``); ``attribute`` names the cohorts' attribute in the message
+    ("service.version 3.4.1"). Raises ValueError when the baselines or the windows are all empty.
     """
     rule = rule or RegressionRule()
     pooled_baseline = merge_many(b.sketch for b in baselines.values())
@@ -197,14 +210,16 @@ def decompose(
     label, cohort, message = Label.NO_CHANGE, None, "no change"
     if regressed:
         worst = max(regressed, key=lambda c: max(t.effect_ms for t in c.tests if t.fired))
-        cohort, message = worst.cohort, _regression_message(worst)
+        cohort, message = worst.cohort, _regression_message(worst, attribute)
         label = Label.REGRESSION
         if mix_p_value <= rule.family_alpha and mix >= MIX_SHARE * (k - expected):
             label = Label.MIX_SHIFT_AND_REGRESSION
-            message = f"{_mix_message(q, _driver(result, rate), result)}; {message}"
+            driver = _driver(result, rate)
+            message = f"{_mix_message(q, driver, result, attribute)}; {message}"
     elif anomalous and mix > 0 and mix >= within:
         driver = _driver(result, rate)
-        label, cohort, message = Label.MIX_SHIFT, driver.cohort, _mix_message(q, driver, result)
+        label, cohort = Label.MIX_SHIFT, driver.cohort
+        message = _mix_message(q, driver, result, attribute)
     elif p_value <= rule.family_alpha:
         label = Label.REGRESSION
         message = f"regression: {k} of {n} above the baseline {_name(q)} ({expected:.1f} expected)"

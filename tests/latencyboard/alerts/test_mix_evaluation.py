@@ -78,7 +78,7 @@ def test_traffic_moving_to_a_slower_version_is_a_mix_shift_not_a_regression(clie
     ]
     assert [round(c["current_share"], 2) for c in mix["cohorts"]] == [0.4, 0.6]
     assert re.fullmatch(
-        r"fraud-scorer · model_forward: mix shift: 60% of traffic now on v8, "
+        r"fraud-scorer · model_forward: mix shift: 60% of traffic now on model.version v8, "
         r"whose p\d+ is \d+% above v7",
         alert.summary,
     )
@@ -110,7 +110,7 @@ def test_a_slowdown_within_one_version_is_a_regression_naming_that_version():
     ]
     assert abs(mix["mix_excess"]) < 1.0
     assert re.fullmatch(
-        r"fraud-scorer · model_forward: regression in v8: p\d+ [\d.]+ → [\d.]+ ms "
+        r"fraud-scorer · model_forward: regression in model.version v8: p\d+ [\d.]+ → [\d.]+ ms "
         r"\(\+\d+%\)",
         alert.summary,
     )
