@@ -47,6 +47,8 @@ def alert_labels(notice: Notice) -> dict[str, str]:
 def alert_annotations(notice: Notice) -> dict[str, str]:
     found = {"summary": marked_title(notice), "description": notice.summary}
     found.update(notice.figures)
+    found.update((name, f"{value:g}") for name, value in notice.numbers if value is not None)
+    found.update((f"{name}_url", href) for name, href in notice.links)
     if notice.action is Action.ACKNOWLEDGE:
         found["acknowledged_by"] = notice.actor or "latencyboard"
     elif notice.actor:

@@ -29,9 +29,12 @@ class Severity(StrEnum):
 class Notice:
     """One alert transition, in words and figures a person on call can act on.
 
-    ``dedup_key`` is stable for the alert's (rule, pipeline, stage), so a receiver groups the
-    trigger, acknowledge and resolve of one incident. ``url`` opens the alert on the on-call
-    page; ``figures`` are its evidence as label → text (e.g. "baseline p99" → "12.1 ms").
+    ``dedup_key`` is the incident's, so a receiver groups the trigger, acknowledge and
+    resolve of one incident (every stage of it). ``url`` opens the alert on the on-call
+    page; ``figures`` are its evidence as label → text (e.g. "baseline p99" → "12.1 ms"),
+    ``numbers`` the same as numbers to route on (``baseline_ms``, ``current_ms``,
+    ``effect_pct``, ``p_value``, ``n``, ``k``), ``links`` name → absolute URL (the pipeline
+    around the alert, exemplar traces of its window).
     """
 
     dedup_key: str
@@ -39,7 +42,7 @@ class Notice:
     severity: Severity
     team: str
     pipeline: str
-    stage: str  # "" for end to end
+    stage: str  # "end-to-end" for end to end, "" for a "send test"
     title: str
     summary: str
     url: str
@@ -48,6 +51,8 @@ class Notice:
     actor: str = ""  # who acknowledged or resolved, when a person did
     # When the alert first fired (Alertmanager's startsAt); None means ``at``, e.g. on trigger.
     started_at: dt.datetime | None = None
+    numbers: tuple[tuple[str, float | int | None], ...] = field(default=())
+    links: tuple[tuple[str, str], ...] = field(default=())
 
 
 class Verdict(StrEnum):

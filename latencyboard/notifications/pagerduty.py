@@ -24,6 +24,8 @@ SUMMARY_LIMIT = 1024
 DEDUP_KEY_LIMIT = 255
 SOURCE = "latencyboard"
 
+LINK_TEXT = {"pipeline": "The pipeline around the alert", "traces": "Exemplar traces"}
+
 SEVERITY = {Severity.PAGE: "critical", Severity.TICKET: "warning"}
 EVENT_ACTION = {
     Action.TRIGGER: "trigger",
@@ -55,15 +57,18 @@ def document(notice: Notice, routing_key: str) -> dict[str, object]:
         "severity": "info" if is_test(notice) else SEVERITY[notice.severity],
         "timestamp": rfc3339(notice.at),
         "group": notice.team,
-        "custom_details": dict(notice.figures),
+        "custom_details": {**dict(notice.figures), **dict(notice.numbers)},
     }
     if notice.stage:
         payload["component"] = notice.stage
     event["payload"] = payload
     event["client"] = SOURCE
+    links = [{"href": href, "text": LINK_TEXT.get(name, name)} for name, href in notice.links]
     if notice.url:
         event["client_url"] = notice.url
-        event["links"] = [{"href": notice.url, "text": "Open the alert in latencyboard"}]
+        links.insert(0, {"href": notice.url, "text": "Open the alert in latencyboard"})
+    if links:
+        event["links"] = links
     return event
 
 

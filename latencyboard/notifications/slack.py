@@ -70,6 +70,18 @@ def fallback_text(notice: Notice) -> str:
     return f"{text} {notice.url}" if notice.url else text
 
 
+LINK_TEXT = {"pipeline": "Pipeline", "traces": "Exemplar traces"}
+
+
+def _button(text: str, url: str, action_id: str) -> dict[str, object]:
+    return {
+        "type": "button",
+        "text": {"type": "plain_text", "text": text},
+        "url": url,
+        "action_id": action_id,
+    }
+
+
 def document(notice: Notice) -> dict[str, object]:
     section: dict[str, object] = {
         "type": "section",
@@ -85,14 +97,12 @@ def document(notice: Notice) -> dict[str, object]:
         },
         section,
     ]
-    if notice.url:
-        button = {
-            "type": "button",
-            "text": {"type": "plain_text", "text": "Open alert"},
-            "url": notice.url,
-            "action_id": "open_alert",
-        }
-        blocks.append({"type": "actions", "elements": [button]})
+    buttons = [_button("Open alert", notice.url, "open_alert")] if notice.url else []
+    buttons += [
+        _button(LINK_TEXT.get(name, name), href, f"open_{name}") for name, href in notice.links
+    ]
+    if buttons:
+        blocks.append({"type": "actions", "elements": buttons})
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _context(notice)}]})
     return {"text": escape(fallback_text(notice)), "blocks": blocks}
 

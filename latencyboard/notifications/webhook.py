@@ -75,6 +75,8 @@ def document(notice: Notice) -> dict[str, object]:
             "at": rfc3339(notice.at),
             "started_at": rfc3339(notice.started_at) if notice.started_at else None,
             "figures": dict(notice.figures),
+            "numbers": dict(notice.numbers),
+            "links": dict(notice.links),
             "actor": notice.actor,
             "test": is_test(notice),
         },

@@ -22,6 +22,18 @@ NOTICE = Notice(
     url="https://latencyboard.example/alerts/42/",
     at=AT,
     figures=(("baseline p99", "12.1 ms"), ("current p99", "16.3 ms [15.8, 16.9]"), ("n", "600")),
+    numbers=(
+        ("baseline_ms", 12.1),
+        ("current_ms", 16.3),
+        ("effect_pct", 34.7),
+        ("p_value", 2.5e-12),
+        ("n", 600),
+        ("k", 31),
+    ),
+    links=(
+        ("pipeline", "https://latencyboard.example/pipelines/3/?window=1h&percentile=p99"),
+        ("traces", "https://latencyboard.example/traces/?pipeline=3&stage=9"),
+    ),
 )
 
 

@@ -22,6 +22,13 @@ ANNOTATIONS = {
     "baseline p99": "12.1 ms",
     "current p99": "16.3 ms [15.8, 16.9]",
     "n": "600",
+    "baseline_ms": "12.1",
+    "current_ms": "16.3",
+    "effect_pct": "34.7",
+    "p_value": "2.5e-12",
+    "k": "31",
+    "pipeline_url": "https://latencyboard.example/pipelines/3/?window=1h&percentile=p99",
+    "traces_url": "https://latencyboard.example/traces/?pipeline=3&stage=9",
 }
 
 
@@ -80,10 +87,10 @@ def test_an_acknowledgement_stays_firing_and_says_who() -> None:
     assert document["alerts"][0]["annotations"]["acknowledged_by"] == "alice"
 
 
-def test_an_end_to_end_alert_has_no_stage_label() -> None:
-    document = orjson.loads(alertmanager.render(notice(stage="")).body)
+def test_an_end_to_end_alert_is_labelled_end_to_end_as_the_api_names_it() -> None:
+    document = orjson.loads(alertmanager.render(notice(stage="end-to-end")).body)
 
-    assert "stage" not in document["alerts"][0]["labels"]
+    assert document["alerts"][0]["labels"]["stage"] == "end-to-end"
 
 
 def test_a_send_test_is_labelled_as_a_test() -> None:

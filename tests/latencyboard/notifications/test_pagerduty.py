@@ -28,7 +28,12 @@ def test_a_trigger_is_an_events_v2_event_with_the_stable_dedup_key() -> None:
             "custom_details": {
                 "baseline p99": "12.1 ms",
                 "current p99": "16.3 ms [15.8, 16.9]",
-                "n": "600",
+                "n": 600,
+                "baseline_ms": 12.1,
+                "current_ms": 16.3,
+                "effect_pct": 34.7,
+                "p_value": 2.5e-12,
+                "k": 31,
             },
         },
         "client": "latencyboard",
@@ -37,7 +42,15 @@ def test_a_trigger_is_an_events_v2_event_with_the_stable_dedup_key() -> None:
             {
                 "href": "https://latencyboard.example/alerts/42/",
                 "text": "Open the alert in latencyboard",
-            }
+            },
+            {
+                "href": "https://latencyboard.example/pipelines/3/?window=1h&percentile=p99",
+                "text": "The pipeline around the alert",
+            },
+            {
+                "href": "https://latencyboard.example/traces/?pipeline=3&stage=9",
+                "text": "Exemplar traces",
+            },
         ],
     }
 

@@ -45,7 +45,19 @@ def test_a_trigger_is_a_block_kit_message_with_the_stage_figures_and_a_link() ->
                         "text": {"type": "plain_text", "text": "Open alert"},
                         "url": "https://latencyboard.example/alerts/42/",
                         "action_id": "open_alert",
-                    }
+                    },
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Pipeline"},
+                        "url": "https://latencyboard.example/pipelines/3/?window=1h&percentile=p99",
+                        "action_id": "open_pipeline",
+                    },
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Exemplar traces"},
+                        "url": "https://latencyboard.example/traces/?pipeline=3&stage=9",
+                        "action_id": "open_traces",
+                    },
                 ],
             },
             {
@@ -88,7 +100,7 @@ def test_slack_limits_hold_for_long_titles_and_many_figures() -> None:
 
 
 def test_a_notice_without_a_link_has_no_button() -> None:
-    document = orjson.loads(slack.render(notice(url="")).body)
+    document = orjson.loads(slack.render(notice(url="", links=())).body)
 
     assert [block["type"] for block in document["blocks"]] == ["header", "section", "context"]
 

@@ -73,6 +73,18 @@ def test_the_body_carries_every_field_of_the_notice() -> None:
                 "current p99": "16.3 ms [15.8, 16.9]",
                 "n": "600",
             },
+            "numbers": {
+                "baseline_ms": 12.1,
+                "current_ms": 16.3,
+                "effect_pct": 34.7,
+                "p_value": 2.5e-12,
+                "n": 600,
+                "k": 31,
+            },
+            "links": {
+                "pipeline": "https://latencyboard.example/pipelines/3/?window=1h&percentile=p99",
+                "traces": "https://latencyboard.example/traces/?pipeline=3&stage=9",
+            },
             "actor": "alice",
             "test": False,
         },
