@@ -10,6 +10,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
 from ingest.decoding import DecodedSpan
+from latencyboard.alerts.models import OPEN_STATUSES, Incident
+from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Role, Team
 from latencyboard.teams.services import add_member, issue_ingest_token
 
@@ -83,4 +85,20 @@ def _request_span(
         stage=None if parent is None else name,
         attributes={},
         dropped_attributes=0,
+    )
+
+
+def incident_for(
+    pipeline: Pipeline, status: str, at: dt.datetime, title: str = "incident"
+) -> Incident:
+    """The incident an alert of ``status`` belongs to, as the evaluator would file it: the
+    pipeline's open one (opened at ``at`` if none) for an open alert, a resolved one of its
+    own otherwise."""
+    if status in OPEN_STATUSES:
+        found = Incident.objects.filter(pipeline=pipeline, status__in=OPEN_STATUSES).first()
+        return found or Incident.objects.create(
+            pipeline=pipeline, status=status, title=title, opened_at=at
+        )
+    return Incident.objects.create(
+        pipeline=pipeline, status=status, title=title, opened_at=at, resolved_at=at
     )

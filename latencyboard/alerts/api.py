@@ -1,4 +1,4 @@
-"""REST API of alerts (list, read, acknowledge, resolve), rules and channels.
+"""REST API of incidents and alerts (list, read, acknowledge, resolve), rules and channels.
 
 Alerts, rules and channels of teams the user is not in do not exist here (404). Members
 read; on-call and admins acknowledge and resolve (403 for others); team admins write rules
@@ -22,13 +22,21 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from latencyboard.alerts import queries, services
-from latencyboard.alerts.models import OPEN_STATUSES, Alert, AlertStatus, Channel, Rule
+from latencyboard.alerts.models import (
+    OPEN_STATUSES,
+    Alert,
+    AlertStatus,
+    Channel,
+    Incident,
+    Rule,
+)
 from latencyboard.alerts.serializers import (
     AlertDetailSerializer,
     AlertSerializer,
     ChannelSerializer,
     DeliverySerializer,
-    ResolveSerializer,
+    IncidentSerializer,
+    NoteSerializer,
     RuleSerializer,
 )
 
@@ -68,31 +76,62 @@ class AlertViewSet(
         return AlertDetailSerializer if self.action != "list" else AlertSerializer
 
     @extend_schema(
-        summary="Acknowledge a firing alert (on-call and admins)",
-        request=None,
+        summary="Acknowledge a firing alert and its incident (on-call and admins)",
+        request=NoteSerializer,
         responses={200: AlertDetailSerializer, 409: OpenApiTypes.OBJECT},
     )
     @action(detail=True, methods=["post"])
     def ack(self, request: Request, alert_id: str | None = None) -> Response:
         alert = self.get_object()
-        if not services.acknowledge(alert, request.user, timezone.now(), request):
+        given = NoteSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        note = given.validated_data["note"]
+        if not services.acknowledge(alert, request.user, timezone.now(), request, note):
             return _not_open(alert, "firing")
         return Response(AlertDetailSerializer(alert).data)
 
     @extend_schema(
         summary="Resolve an open alert by hand (on-call and admins)",
-        request=ResolveSerializer,
+        request=NoteSerializer,
         responses={200: AlertDetailSerializer, 409: OpenApiTypes.OBJECT},
     )
     @action(detail=True, methods=["post"])
     def resolve(self, request: Request, alert_id: str | None = None) -> Response:
         alert = self.get_object()
-        given = ResolveSerializer(data=request.data)
+        given = NoteSerializer(data=request.data)
         given.is_valid(raise_exception=True)
         note = given.validated_data["note"]
         if not services.resolve(alert, request.user, timezone.now(), note, request):
             return _not_open(alert, "open")
         return Response(AlertDetailSerializer(alert).data)
+
+
+@extend_schema(tags=["alerts"])
+@extend_schema_view(
+    list=extend_schema(
+        summary="Incidents of my teams' pipelines, newest first",
+        parameters=[
+            OpenApiParameter(
+                "state", OpenApiTypes.STR, enum=sorted(STATUS_FILTERS), description="Filter."
+            )
+        ],
+    ),
+    retrieve=extend_schema(summary="One incident with its member alerts' ids"),
+)
+class IncidentViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Incident]
+):
+    serializer_class = IncidentSerializer
+    lookup_url_kwarg = "incident_id"
+
+    def get_queryset(self) -> QuerySet[Incident]:
+        incidents = queries.incidents_of(self.request.user).prefetch_related("alerts")
+        wanted = self.request.query_params.get("state")
+        if self.action == "list" and wanted:
+            if wanted not in STATUS_FILTERS:
+                raise ValidationError({"state": f"One of {', '.join(sorted(STATUS_FILTERS))}."})
+            incidents = incidents.filter(status__in=STATUS_FILTERS[wanted])
+        return incidents
 
 
 def _not_open(alert: Alert, wanted: str) -> Response:

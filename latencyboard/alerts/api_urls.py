@@ -1,10 +1,17 @@
-"""The alerts API under ``/api/``: route kwargs alert_id, rule_id and channel_id."""
+"""The alerts API under ``/api/``: route kwargs incident_id, alert_id, rule_id and
+channel_id."""
 
 from django.urls import path
 
-from latencyboard.alerts.api import AlertViewSet, ChannelViewSet, RuleViewSet
+from latencyboard.alerts.api import AlertViewSet, ChannelViewSet, IncidentViewSet, RuleViewSet
 
 urlpatterns = [
+    path("incidents/", IncidentViewSet.as_view({"get": "list"}), name="api-incidents"),
+    path(
+        "incidents/<int:incident_id>/",
+        IncidentViewSet.as_view({"get": "retrieve"}),
+        name="api-incident",
+    ),
     path("alerts/", AlertViewSet.as_view({"get": "list"}), name="api-alerts"),
     path("alerts/<int:alert_id>/", AlertViewSet.as_view({"get": "retrieve"}), name="api-alert"),
     path("alerts/<int:alert_id>/ack/", AlertViewSet.as_view({"post": "ack"}), name="api-alert-ack"),

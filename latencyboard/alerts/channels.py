@@ -14,13 +14,16 @@ from latencyboard.notifications.message import ChannelKind
 class CheckedChannel:
     secret: str
     errors: dict[str, str] = field(default_factory=dict)
+    generated: bool = False
+    """The secret was made here: show it once, for the receiver to verify signatures."""
 
 
 def check_channel(kind: str, target: str, given_secret: str, stored_secret: str) -> CheckedChannel:
     """The secret to store (the given one; left empty, the stored one; for a webhook with
     neither, a fresh ``whsec_`` key) and what is wrong with target or secret, by field."""
     secret = given_secret or stored_secret
-    if kind == ChannelKind.WEBHOOK and not secret:
+    generated = kind == ChannelKind.WEBHOOK and not secret
+    if generated:
         secret = webhook.new_secret()
     errors = {}
     target_problem = validate_target(kind, target)
@@ -29,4 +32,4 @@ def check_channel(kind: str, target: str, given_secret: str, stored_secret: str)
     secret_problem = validate_secret(kind, secret)
     if secret_problem:
         errors["secret"] = secret_problem[0].upper() + secret_problem[1:] + "."
-    return CheckedChannel(secret, errors)
+    return CheckedChannel(secret, errors, generated and not errors)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -19,6 +20,7 @@ from latencyboard.alerts.cohort_mix import assess_mix
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.services import advance
 from latencyboard.alerts.sketch_queries import stage_sketches
+from latencyboard.dashboards.queries import root_stages
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.queries import END_TO_END
 from latencyboard.sla import attainment
@@ -27,6 +29,8 @@ from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
 logger = logging.getLogger(__name__)
 
 MINUTE = dt.timedelta(minutes=1)
+ROOT_LOOKBACK = dt.timedelta(hours=1)
+"""How far back the stage of the pipeline's root spans is looked for."""
 BURN_MINUTES = max(condition.long_minutes for condition in burn_rate.SRE_WORKBOOK)
 
 
@@ -37,6 +41,7 @@ class Finding:
     outcomes: list[lifecycle.Outcome] = field(default_factory=list)
     evidence: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
+    current: dict[str, Any] = field(default_factory=dict)
 
     @property
     def outcome(self) -> lifecycle.Outcome:
@@ -47,12 +52,16 @@ class Finding:
         return lifecycle.Outcome.NO_DATA
 
 
-def watched(rule: Rule) -> dict[int | None, str]:
-    """The rule's stages by id (``None``: end to end) with their names."""
+def watched(rule: Rule, root_stage_ids: Collection[int] = ()) -> dict[int | None, str]:
+    """The rule's stages by id (``None``: end to end) with their names. The stages of the
+    pipeline's root spans are end to end under another name: they are watched as end to
+    end, never apart from it."""
     chosen = list(rule.stages.all())
     stages = chosen if chosen else list(Stage.objects.filter(pipeline=rule.pipeline_id))
-    names: dict[int | None, str] = {stage.pk: stage.name for stage in stages}
-    if rule.end_to_end or not chosen:
+    names: dict[int | None, str] = {
+        stage.pk: stage.name for stage in stages if stage.pk not in root_stage_ids
+    }
+    if rule.end_to_end or not chosen or len(names) < len(stages):
         names[None] = END_TO_END
     return names
 
@@ -76,7 +85,8 @@ def evaluate_rule(rule_id: int, now: dt.datetime) -> int:
         )
         if rule is None:
             return 0
-        names = watched(rule)
+        end = attainment.floor_minute(now)
+        names = watched(rule, root_stages(rule.pipeline_id, end - ROOT_LOOKBACK, end))
         findings = {stage_id: Finding() for stage_id in names}
         if rule.regression:
             _regression(rule, names, findings, now)
@@ -92,6 +102,7 @@ def evaluate_rule(rule_id: int, now: dt.datetime) -> int:
                 finding.summary,
                 now,
                 settings.ALERT_CLEAN_EVALUATIONS,
+                finding.current,
             )
             changed += transition is not None
     return changed
@@ -119,6 +130,8 @@ def _regression(
     for stage in result.stages:
         stage_id = by_name[stage.stage]
         finding = findings[stage_id]
+        if stage.tests:
+            finding.current = evidence.current_evidence(stage)
         if stage.status is regression.Status.REGRESSION:
             finding.outcomes.append(lifecycle.Outcome.FIRING)
             found = evidence.regression_evidence(stage, result)

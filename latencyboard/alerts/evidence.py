@@ -49,6 +49,26 @@ def regression_evidence(stage: StageResult, evaluation: Evaluation) -> dict[str,
     }
 
 
+def current_evidence(stage: StageResult) -> dict[str, Any]:
+    """A tested stage's figures at every quantile this evaluation, firing or not: what an
+    open alert shows as "now" beside its figures at firing."""
+    return {
+        "n": stage.n,
+        "quantiles": {
+            quantile_name(test.q): {
+                "baseline": _interval(test.baseline),
+                "current": _interval(test.current),
+                "k": test.k,
+                "p_value": test.p_value,
+                "effect_ms": test.effect_ms,
+                "effect_percent": 100.0 * test.effect_relative,
+                "fired": test.fired,
+            }
+            for test in stage.tests
+        },
+    }
+
+
 def mix_evidence(attribute: str, split: MixDecomposition) -> dict[str, Any]:
     """The split of the change by ``attribute``'s cohorts, each cohort's share and quantile
     in the baseline and in the window."""

@@ -19,19 +19,25 @@ class SilenceForm(forms.Form):
     reason = forms.CharField(max_length=400)
 
 
-class ResolveForm(forms.Form):
+class NoteForm(forms.Form):
+    """What acknowledging or resolving by hand says (optional)."""
+
     note = forms.CharField(max_length=400, required=False)
 
 
 class ChannelForm(forms.ModelForm):
     """The secret is never rendered back; left empty on an edit, the stored one stays (a new
-    webhook channel gets a generated signing key). So is a Slack webhook URL, a secret too."""
+    webhook channel gets a generated signing key, ``generated_secret``, shown once). So is a
+    Slack webhook URL, a secret too."""
+
+    generated_secret = ""
 
     secret = forms.CharField(
         required=False,
         max_length=500,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Webhook signing key (whsec_…), PagerDuty routing key… Left empty: unchanged.",
+        help_text="Webhook signing key (whsec_…), PagerDuty routing key… Left empty: unchanged"
+        " (a new webhook channel gets a generated key, shown once).",
     )
 
     class Meta:
@@ -62,6 +68,8 @@ def clean_channel(form: forms.ModelForm, instance: Channel) -> dict[str, Any]:
         stored = instance.secret if instance.pk else ""
         checked = check_channel(data["kind"], data["target"], data.get("secret", ""), stored)
         data["secret"] = checked.secret
+        if checked.generated and isinstance(form, ChannelForm):
+            form.generated_secret = checked.secret
         for name, error in checked.errors.items():
             form.add_error(name, error)
     return data

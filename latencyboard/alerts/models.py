@@ -14,6 +14,7 @@ from django.db import models
 
 from latencyboard.notifications.delivery import mask
 from latencyboard.notifications.message import ChannelKind
+from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Team
 
@@ -41,7 +42,7 @@ class Baseline(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.pipeline} {self.stage or 'end-to-end'} baseline (n={self.n})"
+        return f"{self.pipeline} {self.stage or END_TO_END} baseline (n={self.n})"
 
 
 CHANNEL_KINDS = [(kind.value, kind.label) for kind in ChannelKind]
@@ -153,12 +154,44 @@ class AlertStatus(models.TextChoices):
 OPEN_STATUSES = (AlertStatus.FIRING, AlertStatus.ACKNOWLEDGED)
 
 
-class Alert(models.Model):
-    """One incident of a (rule, pipeline, stage): from firing to resolved.
+class Incident(models.Model):
+    """Alerts of one pipeline that overlap in time: what pages. It opens with its first
+    alert, takes in every alert of the pipeline that fires while it is open, and resolves
+    when its last open alert does. Receivers hear it under one ``dedup_key``; its ``title``
+    names the stage that grew most."""
 
-    ``dedup_key`` is the same for every incident of the triple, so receivers (PagerDuty)
-    group their trigger, acknowledge and resolve; at most one incident per key is open.
-    ``evidence`` holds the figures of the evaluation that fired it.
+    pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="incidents")
+    status = models.CharField(max_length=16, choices=AlertStatus.choices)
+    title = models.CharField(max_length=500)
+    opened_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-opened_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pipeline"],
+                condition=models.Q(status__in=["firing", "acknowledged"]),
+                name="incident_one_open_per_pipeline",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.status})"
+
+    @property
+    def dedup_key(self) -> str:
+        """PagerDuty's incident key and Alertmanager's group, for every event of it."""
+        return f"latencyboard-incident{self.pk}"
+
+
+class Alert(models.Model):
+    """One regression (or burn) of a (rule, pipeline, stage): from firing to resolved, as a
+    member of its pipeline's :class:`Incident`.
+
+    ``dedup_key`` is the same for every alert of the triple; at most one per key is open.
+    ``evidence`` holds the figures of the evaluation that fired it, ``current`` those of
+    the latest evaluation while it is open (``current_at``).
     """
 
     rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="alerts")
@@ -166,10 +199,13 @@ class Alert(models.Model):
     stage = models.ForeignKey(
         Stage, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
     )
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="alerts")
     dedup_key = models.CharField(max_length=200)
     status = models.CharField(max_length=16, choices=AlertStatus.choices)
     clean_streak = models.PositiveIntegerField(default=0)
     evidence = models.JSONField(default=dict)
+    current = models.JSONField(default=dict, blank=True)
+    current_at = models.DateTimeField(null=True, blank=True)
     summary = models.CharField(max_length=500)
     started_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
@@ -203,7 +239,7 @@ class Alert(models.Model):
 
     @property
     def stage_name(self) -> str:
-        return self.stage.name if self.stage else "end-to-end"
+        return self.stage.name if self.stage else END_TO_END
 
 
 class AlertEvent(models.Model):

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from latencyboard.alerts.backoff import Schedule, next_delay
+from latencyboard.alerts.links import absolute, alert_links
 from latencyboard.alerts.models import AlertEvent, AlertStatus, Delivery, DeliveryStatus
 from latencyboard.notifications.delivery import deliver
 from latencyboard.notifications.message import channel_test_notice
@@ -68,36 +69,52 @@ def figures(evidence: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(rows)
 
 
-def _url(path: str) -> str:
-    return settings.PUBLIC_URL.rstrip("/") + path
+def numbers(evidence: dict[str, Any]) -> tuple[tuple[str, float | int | None], ...]:
+    """An alert's regression evidence as numbers receivers can route on (none for a
+    burn-rate alert: its figures say it)."""
+    found = evidence.get("regression")
+    if not found:
+        return ()
+    return (
+        ("baseline_ms", found["baseline"]["estimate"]),
+        ("current_ms", found["current"]["estimate"]),
+        ("effect_pct", found["effect_percent"]),
+        ("p_value", found["p_value"]),
+        ("n", found["n"]),
+        ("k", found["k"]),
+    )
 
 
 def notice_of(delivery: Delivery) -> Notice:
     """What the receivers are told: one transition, or a channel's "send test"."""
     if delivery.event is None:
-        settings_page = _url(reverse("alerts:settings"))
+        settings_page = absolute(reverse("alerts:settings"))
         return channel_test_notice(delivery.channel.team.name, settings_page, delivery.queued_at)
     return event_notice(delivery.event)
 
 
 def event_notice(event: AlertEvent) -> Notice:
-    """What the receivers are told of one transition."""
+    """What the receivers are told of one transition: its alert's incident, under the
+    incident's key and title."""
     alert = event.alert
+    incident = alert.incident
     path = reverse("alerts:detail", kwargs={"alert_id": alert.pk})
     return Notice(
-        dedup_key=alert.dedup_key,
+        dedup_key=incident.dedup_key,
         action=ACTIONS[AlertStatus(event.to_status)],
         severity=Severity(alert.severity),
         team=alert.pipeline.team.name,
         pipeline=str(alert.pipeline),
-        stage=alert.stage.name if alert.stage else "",
-        title=alert.summary,
+        stage=alert.stage_name,
+        title=incident.title,
         summary=event.note or alert.summary,
-        url=_url(path),
+        url=absolute(path),
         at=event.at,
         figures=figures(alert.evidence),
         actor=event.who.get_username() if event.who else "",
-        started_at=alert.started_at,
+        started_at=incident.opened_at,
+        numbers=numbers(alert.evidence),
+        links=tuple((name, absolute(href)) for name, href in alert_links(alert).items()),
     )
 
 
@@ -124,6 +141,7 @@ def send_due(
                     "channel__team",
                     "event__who",
                     "event__alert__rule",
+                    "event__alert__incident",
                     "event__alert__pipeline__team",
                 )
                 .select_related("event__alert__stage")

@@ -1,13 +1,14 @@
-"""Reads of alerts, rules and channels, scoped to the user's teams (others do not exist)."""
+"""Reads of incidents, alerts, rules and channels, scoped to the user's teams (others do not
+exist)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 
-from latencyboard.alerts.models import OPEN_STATUSES, Alert, Channel, Delivery, Rule
+from latencyboard.alerts.models import OPEN_STATUSES, Alert, Channel, Delivery, Incident, Rule
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Role, Team
 from latencyboard.teams.queries import teams_of
@@ -16,7 +17,7 @@ RECENT = dt.timedelta(days=7)
 
 
 def pipelines_of(user: User | AnonymousUser) -> QuerySet[Pipeline]:
-    return Pipeline.objects.filter(team__in=teams_of(user))
+    return Pipeline.objects.visible_to(user)
 
 
 def alerts_of(user: User | AnonymousUser) -> QuerySet[Alert]:
@@ -25,13 +26,35 @@ def alerts_of(user: User | AnonymousUser) -> QuerySet[Alert]:
     )
 
 
+def incidents_of(user: User | AnonymousUser) -> QuerySet[Incident]:
+    return Incident.objects.filter(pipeline__in=pipelines_of(user)).select_related("pipeline__team")
+
+
+def open_incidents(user: User | AnonymousUser) -> QuerySet[Incident]:
+    """Firing or acknowledged, with their member alerts (newest first)."""
+    return incidents_of(user).filter(status__in=OPEN_STATUSES).prefetch_related(_members())
+
+
+def recent_incidents(user: User | AnonymousUser, now: dt.datetime) -> QuerySet[Incident]:
+    """Resolved ones opened in the last week, newest first."""
+    return (
+        incidents_of(user)
+        .exclude(status__in=OPEN_STATUSES)
+        .filter(opened_at__gte=now - RECENT)
+        .prefetch_related(_members())
+    )
+
+
+def _members() -> Prefetch[str, QuerySet[Alert], str]:
+    return Prefetch(
+        "alerts",
+        Alert.objects.select_related("rule", "stage", "pipeline"),
+        to_attr="members",
+    )
+
+
 def open_alerts(user: User | AnonymousUser) -> QuerySet[Alert]:
     return alerts_of(user).filter(status__in=OPEN_STATUSES)
-
-
-def recent_alerts(user: User | AnonymousUser, now: dt.datetime) -> QuerySet[Alert]:
-    """Resolved in the last week, newest first."""
-    return alerts_of(user).exclude(status__in=OPEN_STATUSES).filter(started_at__gte=now - RECENT)
 
 
 def rules_of(user: User | AnonymousUser) -> QuerySet[Rule]:

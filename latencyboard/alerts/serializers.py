@@ -6,7 +6,15 @@ from django.contrib.auth.models import User
 from rest_framework import serializers
 
 from latencyboard.alerts.channels import check_channel
-from latencyboard.alerts.models import RULE_SETTINGS, Alert, AlertEvent, Channel, Delivery, Rule
+from latencyboard.alerts.models import (
+    RULE_SETTINGS,
+    Alert,
+    AlertEvent,
+    Channel,
+    Delivery,
+    Incident,
+    Rule,
+)
 from latencyboard.pipelines.models import Pipeline, Stage
 
 
@@ -41,6 +49,9 @@ class DeliverySerializer(serializers.ModelSerializer[Delivery]):
 
 
 class AlertSerializer(serializers.ModelSerializer[Alert]):
+    """``evidence`` holds the figures at firing, ``current`` those of the latest evaluation
+    while the alert was open (at ``current_at``); ``incident`` is the id of its incident."""
+
     pipeline = serializers.CharField(source="pipeline.__str__", read_only=True)
     pipeline_id = serializers.IntegerField(read_only=True)
     stage = serializers.CharField(source="stage_name", read_only=True)
@@ -62,8 +73,38 @@ class AlertSerializer(serializers.ModelSerializer[Alert]):
             "dedup_key",
             "started_at",
             "resolved_at",
+            "incident",
             "evidence",
+            "current",
+            "current_at",
         ]
+
+
+class IncidentSerializer(serializers.ModelSerializer[Incident]):
+    """An incident: alerts of one pipeline overlapping in time, named after the stage that
+    grew most; ``alerts`` are its member alerts' ids, oldest first."""
+
+    pipeline = serializers.CharField(source="pipeline.__str__", read_only=True)
+    pipeline_id = serializers.IntegerField(read_only=True)
+    state = serializers.CharField(source="status", read_only=True)
+    alerts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Incident
+        fields = [
+            "id",
+            "pipeline",
+            "pipeline_id",
+            "state",
+            "title",
+            "dedup_key",
+            "opened_at",
+            "resolved_at",
+            "alerts",
+        ]
+
+    def get_alerts(self, incident: Incident) -> list[int]:
+        return sorted(alert.pk for alert in incident.alerts.all())
 
 
 class AlertDetailSerializer(AlertSerializer):
@@ -78,7 +119,9 @@ class AlertDetailSerializer(AlertSerializer):
         return DeliverySerializer(rows, many=True).data  # type: ignore[return-value]
 
 
-class ResolveSerializer(serializers.Serializer[Any]):
+class NoteSerializer(serializers.Serializer[Any]):
+    """What acknowledging or resolving by hand says (optional)."""
+
     note = serializers.CharField(max_length=400, required=False, default="", allow_blank=True)
 
 
@@ -86,7 +129,9 @@ class ChannelSerializer(serializers.ModelSerializer[Channel]):
     """The secret is write-only: reads show ``secret_hint`` (masked), and a Slack target
     (itself a secret) masked; members who are not the team's admins see every URL masked.
     Left empty, the stored secret stays; a new webhook channel without one gets a generated
-    signing key."""
+    signing key, which the answer that made it carries once (``secret``)."""
+
+    generated_secret = ""
 
     secret = serializers.CharField(
         write_only=True, required=False, allow_blank=True, max_length=500
@@ -107,6 +152,8 @@ class ChannelSerializer(serializers.ModelSerializer[Channel]):
         shown: dict[str, Any] = super().to_representation(instance)
         admin = instance.team_id in self.context["admin_team_ids"]
         shown["target"] = instance.target_hint if admin else instance.target_masked
+        if self.generated_secret and self.generated_secret == instance.secret:
+            shown["secret"] = instance.secret
         return shown
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +164,8 @@ class ChannelSerializer(serializers.ModelSerializer[Channel]):
         if checked.errors:
             raise serializers.ValidationError(checked.errors)
         attrs["secret"] = checked.secret
+        if checked.generated:
+            self.generated_secret = checked.secret
         return attrs
 
 

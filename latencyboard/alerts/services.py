@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.http import HttpRequest
 
-from latencyboard.alerts import lifecycle
+from latencyboard.alerts import incidents, lifecycle
 from latencyboard.alerts.models import (
     OPEN_STATUSES,
     Alert,
@@ -96,10 +96,14 @@ def record_event(
     who: User | None = None,
     note: str = "",
     evidence: dict[str, Any] | None = None,
+    notify: bool = True,
 ) -> AlertEvent:
-    """Append the transition and queue it for the rule's enabled channels (unless silenced).
-    Call inside the transaction that changed the alert: the outbox is sent after commit."""
-    held = suppressed_by(alert, now)
+    """Append the transition and, when it changes what receivers know of the alert's
+    incident (``notify``) and nothing silences it, queue it: a trigger for the rule's
+    enabled channels not yet told of the incident, an acknowledge or resolve for those that
+    were. Call inside the transaction that changed the alert: the outbox is sent after
+    commit."""
+    held = suppressed_by(alert, now) if notify else None
     if held:
         note = f"{note} (notifications held: {held})" if note else f"notifications held: {held}"
     event = AlertEvent.objects.create(
@@ -111,13 +115,17 @@ def record_event(
         note=note[:500],
         evidence=evidence or {},
     )
-    if held is None:
-        channels = alert.rule.channels.filter(enabled=True)
+    if notify and held is None:
+        told = incidents.told_channels(alert.incident_id)
+        if to_status == AlertStatus.FIRING:
+            channels = alert.rule.channels.filter(enabled=True).exclude(pk__in=told)
+        else:
+            channels = told
         Delivery.objects.bulk_create(
             Delivery(
                 event=event, channel=channel, queued_at=now, next_attempt_at=now, updated_at=now
             )
-            for channel in channels
+            for channel in list(channels)
         )
         _send_after_commit()
     logger.info(
@@ -135,10 +143,13 @@ def advance(
     summary: str,
     now: dt.datetime,
     clean_needed: int,
+    current: dict[str, Any] | None = None,
 ) -> lifecycle.Transition | None:
-    """Step the (rule, stage)'s alert by one evaluation: fire a new incident, resolve the
-    open one after ``clean_needed`` clean evaluations, or just count. Call in a transaction
-    that holds the rule's row lock (so one evaluator at a time steps its alerts)."""
+    """Step the (rule, stage)'s alert by one evaluation: fire a new alert (opening or joining
+    its pipeline's incident), resolve the open one after ``clean_needed`` clean evaluations
+    (and its incident with its last open alert), or just count; an open alert keeps the
+    evaluation's ``current`` figures. Call in a transaction that holds the rule's row lock
+    (so one evaluator at a time steps its alerts)."""
     key = dedup_key(rule, stage_id)
     alert = (
         Alert.objects.select_for_update().filter(dedup_key=key, status__in=OPEN_STATUSES).first()
@@ -148,25 +159,37 @@ def advance(
         state = lifecycle.AlertState(lifecycle.Status(alert.status), alert.clean_streak)
     new, transition = lifecycle.step(state, outcome, clean_needed)
     if transition is lifecycle.Transition.FIRED:
+        incident, opened = incidents.open_for(rule.pipeline_id, summary, now)
         alert = Alert.objects.create(
             rule=rule,
             pipeline_id=rule.pipeline_id,
             stage_id=stage_id,
+            incident=incident,
             dedup_key=key,
             status=AlertStatus.FIRING,
             evidence=evidence,
+            current=current or {},
+            current_at=now if current else None,
             summary=summary[:500],
             started_at=now,
         )
-        record_event(alert, "", AlertStatus.FIRING, now, note=summary, evidence=evidence)
+        incidents.retitle(incident)
+        note = summary if opened else f"{summary} (joins incident “{incident.title}”)"
+        record_event(alert, "", AlertStatus.FIRING, now, note=note, evidence=evidence)
+        incidents.announce(incident.pk)
     elif alert is not None and transition is lifecycle.Transition.RESOLVED:
         old = alert.status
         alert.status, alert.resolved_at, alert.clean_streak = AlertStatus.RESOLVED, now, 0
         alert.save(update_fields=["status", "resolved_at", "clean_streak"])
+        closed = incidents.settle(alert.incident_id, now)
         note = f"{clean_needed} clean evaluations in a row"
-        record_event(alert, old, AlertStatus.RESOLVED, now, note=note)
-    elif alert is not None and new.clean_streak != alert.clean_streak:
-        Alert.objects.filter(pk=alert.pk).update(clean_streak=new.clean_streak)
+        record_event(alert, old, AlertStatus.RESOLVED, now, note=note, notify=closed)
+        incidents.announce(alert.incident_id)
+    elif alert is not None:
+        changes: dict[str, Any] = {"clean_streak": new.clean_streak}
+        if current:
+            changes.update(current=current, current_at=now)
+        Alert.objects.filter(pk=alert.pk).update(**changes)
     return transition
 
 
@@ -210,20 +233,39 @@ def alert_subject(alert: Alert) -> Subject:
 
 
 def acknowledge(
-    alert: Alert, user: User | AnonymousUser, now: dt.datetime, request: HttpRequest | None = None
+    alert: Alert,
+    user: User | AnonymousUser,
+    now: dt.datetime,
+    request: HttpRequest | None = None,
+    note: str = "",
 ) -> bool:
-    """On-call took it: firing → acknowledged. ``False`` when it was no longer firing.
-    Recorded in the audit log with ``request``'s address."""
+    """On-call took the alert's incident: its firing alerts become acknowledged, and
+    receivers hear the incident acknowledged once. ``False`` when the alert was no longer
+    firing. Recorded in the audit log with ``request``'s address and the ``note``."""
     who = _require_responder(user, alert)
     with transaction.atomic():
-        changed = Alert.objects.filter(pk=alert.pk, status=AlertStatus.FIRING).update(
+        members = list(
+            Alert.objects.select_for_update(of=("self",))
+            .filter(incident=alert.incident_id, status=AlertStatus.FIRING)
+            .select_related("rule", "pipeline", "stage")
+            .order_by("pk")
+        )
+        if alert.pk not in {member.pk for member in members}:
+            return False
+        Alert.objects.filter(pk__in=[member.pk for member in members]).update(
             status=AlertStatus.ACKNOWLEDGED
         )
-        if changed:
-            alert.status = AlertStatus.ACKNOWLEDGED
-            record_event(alert, AlertStatus.FIRING, AlertStatus.ACKNOWLEDGED, now, who=who)
-            act(request, "alert.acknowledged", alert_subject(alert), actor=who)
-    return bool(changed)
+        first = incidents.acknowledge(alert.incident_id)
+        for member in members:
+            member.status = AlertStatus.ACKNOWLEDGED
+            told = first and member.pk == alert.pk
+            record_event(
+                member, AlertStatus.FIRING, AlertStatus.ACKNOWLEDGED, now, who, note, notify=told
+            )
+        alert.status = AlertStatus.ACKNOWLEDGED
+        act(request, "alert.acknowledged", alert_subject(alert), {"note": note}, actor=who)
+        incidents.announce(alert.incident_id)
+    return True
 
 
 def resolve(
@@ -233,8 +275,9 @@ def resolve(
     note: str = "",
     request: HttpRequest | None = None,
 ) -> bool:
-    """Closed by hand (firing or acknowledged → resolved). ``False`` when already resolved.
-    Should the detector still see the regression, its next evaluation opens a new incident."""
+    """Closed by hand (firing or acknowledged → resolved), and its incident with its last
+    open alert. ``False`` when already resolved. Should the detector still see the
+    regression, its next evaluation fires a new alert."""
     who = _require_responder(user, alert)
     with transaction.atomic():
         old = Alert.objects.select_for_update().get(pk=alert.pk).status
@@ -244,8 +287,10 @@ def resolve(
             status=AlertStatus.RESOLVED, resolved_at=now, clean_streak=0
         )
         alert.status, alert.resolved_at = AlertStatus.RESOLVED, now
-        record_event(alert, old, AlertStatus.RESOLVED, now, who=who, note=note)
+        closed = incidents.settle(alert.incident_id, now)
+        record_event(alert, old, AlertStatus.RESOLVED, now, who=who, note=note, notify=closed)
         act(request, "alert.resolved", alert_subject(alert), {"note": note}, actor=who)
+        incidents.announce(alert.incident_id)
     return True
 
 

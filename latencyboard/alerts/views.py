@@ -1,5 +1,5 @@
-"""The on-call pages: open and recent alerts, one alert with its evidence, history and
-deliveries, and the rules and channels (team admins edit them).
+"""The on-call pages: open and recent incidents with their alerts, one alert with its
+evidence, history and deliveries, and the rules and channels (team admins edit them).
 
 Alerts of other teams do not exist here (404). Members read; on-call and admins acknowledge,
 resolve and silence (403 for others, and the buttons are not shown to them).
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Any
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -18,14 +17,19 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from latencyboard.alerts import queries, services
-from latencyboard.alerts.forms import ChannelForm, ResolveForm, RuleForm, SilenceForm
+from latencyboard.alerts.charts import alert_chart
+from latencyboard.alerts.forms import ChannelForm, NoteForm, RuleForm, SilenceForm
+from latencyboard.alerts.links import alert_links
 from latencyboard.alerts.models import Alert, Delivery
 from latencyboard.teams.queries import has_role
+from latencyboard.web.issued import keep_once, take_once
 
 DELIVERY_LOG_ROWS = 50
+RECENT_ROWS = 50
 
 
 @login_required
@@ -36,44 +40,24 @@ def oncall(request: HttpRequest) -> HttpResponse:
         request,
         "alerts/oncall.html",
         {
-            "open_alerts": queries.open_alerts(request.user),
-            "recent_alerts": queries.recent_alerts(request.user, now)[:50],
+            "open_incidents": queries.open_incidents(request.user),
+            "recent_incidents": queries.recent_incidents(request.user, now)[:RECENT_ROWS],
         },
     )
 
 
-def _links(alert: Alert) -> dict[str, str]:
-    """The pipeline page around the regression, and exemplar traces of its window."""
+def _now_figures(alert: Alert) -> dict[str, Any]:
+    """The latest evaluation's figures at the quantile the alert fired on (none before the
+    first evaluation after firing, or for a burn-rate alert)."""
     found = alert.evidence.get("regression") or {}
-    pipeline = reverse("pipeline", kwargs={"pipeline_id": alert.pipeline_id})
-    query = {"window": "1h", "percentile": found.get("quantile", "p99")}
-    links = {"pipeline": f"{pipeline}?{urlencode(query)}"}
-    if found.get("window_start"):
-        minutes = alert.rule.window_minutes
-        traces = {
-            "pipeline": alert.pipeline_id,
-            "stage": alert.stage_id or "e2e",
-            "minute": found["window_start"],
-            "step": f"{minutes}m",
-            "near": found.get("quantile", "p99"),
-        }
-        links["traces"] = f"{reverse('traces')}?{urlencode(traces)}"
-    return links
+    figures = alert.current.get("quantiles", {}).get(found.get("quantile"))
+    return {"at": alert.current_at, "n": alert.current.get("n"), **figures} if figures else {}
 
 
-def _chart(alert: Alert) -> dict[str, Any]:
-    """Baseline and current figures with their intervals, for the page's small chart."""
-    found = alert.evidence.get("regression")
-    if not found:
-        return {}
-    return {
-        "quantile": found["quantile"],
-        "stage": alert.stage_name,
-        "baseline": found["baseline"],
-        "current": found["current"],
-        # p99 → 1: the share of values above the baseline quantile when nothing changed.
-        "expected_percent": f"{100.0 - float(found['quantile'][1:]):g}",
-    }
+def _expected_percent(alert: Alert) -> str:
+    """p99 → 1: the share of values above the baseline quantile when nothing changed."""
+    found = alert.evidence.get("regression") or {}
+    return f"{100.0 - float(found.get('quantile', 'p99')[1:]):g}"
 
 
 @login_required
@@ -90,10 +74,12 @@ def alert_detail(request: HttpRequest, alert_id: int) -> HttpResponse:
                 "channel", "event"
             ),
             "can_respond": has_role(request.user, alert.pipeline.team, *services.RESPONDERS),
-            "links": _links(alert),
-            "chart": _chart(alert),
+            "links": alert_links(alert),
+            "chart": alert_chart(alert, request.user, timezone.now()),
+            "expected_percent": _expected_percent(alert),
+            "now": _now_figures(alert),
             "silence_form": SilenceForm(),
-            "resolve_form": ResolveForm(),
+            "note_form": NoteForm(),
         },
     )
 
@@ -102,8 +88,12 @@ def alert_detail(request: HttpRequest, alert_id: int) -> HttpResponse:
 @require_POST
 def acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = get_object_or_404(queries.alerts_of(request.user), pk=alert_id)
-    if services.acknowledge(alert, request.user, timezone.now(), request):
-        messages.success(request, "Acknowledged.")
+    form = NoteForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("A note is at most 400 characters.", status=400)
+    note = form.cleaned_data["note"]
+    if services.acknowledge(alert, request.user, timezone.now(), request, note):
+        messages.success(request, "Acknowledged, with every alert of its incident.")
     else:
         messages.info(request, f"Nothing to acknowledge: the alert is {alert.status}.")
     return redirect("alerts:detail", alert_id=alert.pk)
@@ -113,7 +103,7 @@ def acknowledge(request: HttpRequest, alert_id: int) -> HttpResponse:
 @require_POST
 def resolve(request: HttpRequest, alert_id: int) -> HttpResponse:
     alert = get_object_or_404(queries.alerts_of(request.user), pk=alert_id)
-    form = ResolveForm(request.POST)
+    form = NoteForm(request.POST)
     if not form.is_valid():
         return HttpResponse("A note is at most 400 characters.", status=400)
     if services.resolve(alert, request.user, timezone.now(), form.cleaned_data["note"], request):
@@ -137,6 +127,7 @@ def silence(request: HttpRequest, alert_id: int) -> HttpResponse:
     return redirect("alerts:detail", alert_id=alert.pk)
 
 
+@never_cache
 @login_required
 @require_GET
 def settings_page(request: HttpRequest) -> HttpResponse:
@@ -149,6 +140,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             "deliveries": queries.deliveries_of(request.user)[:DELIVERY_LOG_ROWS],
             "admin_team_ids": set(queries.admin_teams(request.user).values_list("pk", flat=True)),
             "is_admin": queries.admin_teams(request.user).exists(),
+            "issued": take_once(request, "channel_secret"),
         },
     )
 
@@ -164,6 +156,9 @@ def _edit(
         saved = form.save()
         verb = "created" if instance is None else "changed"
         services.record_setting(request, saved, verb, form.cleaned_data)
+        if isinstance(form, ChannelForm) and form.generated_secret:
+            issued = {"name": saved.name, "target": saved.target, "secret": form.generated_secret}
+            keep_once(request, "channel_secret", issued)
         messages.success(request, f"Saved {what} “{saved}”.")
         return redirect("alerts:settings")
     status = 400 if form.errors else 200

@@ -56,18 +56,26 @@ class PipelinePage:
     objectives: tuple[Objective, ...]
 
 
+def root_stages(
+    pipeline_id: int, since: dt.datetime | None = None, until: dt.datetime | None = None
+) -> tuple[int, ...]:
+    """The stage of the pipeline's newest root span (of ``[since, until)`` when given): its
+    latency is the end-to-end latency under a stage's name."""
+    roots = Span.objects.filter(pipeline=pipeline_id, is_root=True)
+    if since is not None:
+        roots = roots.filter(start_time__gte=since)
+    if until is not None:
+        roots = roots.filter(start_time__lt=until)
+    return tuple(roots.order_by("-start_time").values_list("stage_id", flat=True)[:1])
+
+
 def pipeline_page(user: User | AnonymousUser, pipeline_id: int) -> PipelinePage:
     """The pipeline (scoped as :func:`pipeline_of`), its stages and objectives."""
     pipeline = pipeline_of(user, pipeline_id)
-    newest_root = (
-        Span.objects.filter(pipeline=pipeline, is_root=True)
-        .order_by("-start_time")
-        .values_list("stage_id", flat=True)[:1]
-    )
     return PipelinePage(
         pipeline=pipeline,
         stages=tuple(pipeline.stages.order_by("pk")),
-        root_stage_ids=tuple(newest_root),
+        root_stage_ids=root_stages(pipeline.pk),
         objectives=tuple(
             Objective.objects.filter(pipeline=pipeline).select_related("stage").order_by("pk")
         ),

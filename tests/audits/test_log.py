@@ -19,7 +19,7 @@ from latencyboard.audit_trail import Subject
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.sla.models import Objective
 from latencyboard.teams.models import Membership, Role, Team
-from tests.factories import make_team
+from tests.factories import incident_for, make_team
 from tests.factories import make_user as make_any_user
 from tests.latencyboard.alerts.scenes import NOW, make_scene
 
@@ -355,6 +355,7 @@ def test_alert_handling_and_rule_and_channel_changes_are_recorded(client):
         rule=scene.rule,
         pipeline=scene.pipeline,
         stage=scene.stage,
+        incident=incident_for(scene.pipeline, AlertStatus.FIRING, NOW),
         dedup_key="k-audit",
         status=AlertStatus.FIRING,
         summary="fraud-scorer · model_forward slower",

@@ -20,7 +20,7 @@ from latencyboard.alerts.models import Alert, AlertEvent, Rule, Severity
 from latencyboard.audit_trail import Subject
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Role, Team
-from tests.factories import make_team, make_user
+from tests.factories import incident_for, make_team, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -44,6 +44,7 @@ def alert(
         rule=rule,
         pipeline=rule.pipeline,
         stage=stage,
+        incident=incident_for(rule.pipeline, status, started),
         dedup_key=f"{rule.pk}:{stage.pk if stage else 'e2e'}:{started.isoformat()}",
         status=status,
         summary=summary,

@@ -43,7 +43,7 @@ def test_oncall_sees_the_firing_alert_with_its_evidence_and_acknowledges_it(
     log_in(page, live_web, user.get_username())
 
     page.goto(f"{live_web.url}/alerts/")
-    page.click(f"#open-alerts tr[data-alert-id='{alert.pk}'] a")
+    page.click(f"#open-incidents tr[data-alert-id='{alert.pk}'] a")
     page.wait_for_selector("#alert-chart[data-state=ready]")
     screenshot(page, "oncall-alert-firing")
 

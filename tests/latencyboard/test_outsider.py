@@ -50,7 +50,7 @@ from latencyboard.sla import services
 from latencyboard.sla.models import MaintenanceWindow, Objective, Window
 from latencyboard.teams.models import Role, Team
 from latencyboard.traces import ids
-from tests.factories import make_team, make_user
+from tests.factories import incident_for, make_team, make_user
 from tests.latencyboard.test_live_consumers import communicator, group_send, session_cookie
 from tests.latencyboard.test_traces import StoredSpan, store
 
@@ -90,6 +90,7 @@ class Secret:
             self.channel.name,
             self.channel.target,
             self.alert.summary,
+            self.alert.incident.title,
             bytes(self.report_file.content).decode(),
         ]
 
@@ -104,6 +105,7 @@ PATH_OBJECTS: dict[str, Callable[[Secret], str]] = {
     "rule_id": lambda a: str(a.rule.pk),
     "channel_id": lambda a: str(a.channel.pk),
     "alert_id": lambda a: str(a.alert.pk),
+    "incident_id": lambda a: str(a.alert.incident_id),
     "report_id": lambda a: str(a.report_file.report_id),
     "file_name": lambda a: a.report_file.name,
 }
@@ -230,6 +232,7 @@ def secret() -> Secret:
         rule=rule,
         pipeline=pipeline,
         stage=stage,
+        incident=incident_for(pipeline, AlertStatus.FIRING, now, "alpha-hidden-incident-5521"),
         dedup_key=f"alpha-{rule.pk}",
         status=AlertStatus.FIRING,
         summary="alpha-hidden-alert-5521",

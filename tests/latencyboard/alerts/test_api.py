@@ -10,7 +10,7 @@ from django.urls import reverse
 from latencyboard.alerts.models import Alert, AlertEvent, AlertStatus, Channel, Delivery, Rule
 from latencyboard.alerts.services import record_event
 from latencyboard.teams.models import Role
-from tests.factories import make_team, make_user
+from tests.factories import incident_for, make_team, make_user
 from tests.latencyboard.alerts.scenes import NOW, Scene, make_scene
 
 pytestmark = pytest.mark.django_db
@@ -40,6 +40,7 @@ def firing(scene: Scene) -> Alert:
         rule=scene.rule,
         pipeline=scene.pipeline,
         stage=scene.stage,
+        incident=incident_for(scene.pipeline, AlertStatus.FIRING, NOW),
         dedup_key="k-1",
         status=AlertStatus.FIRING,
         summary="fraud-scorer · model_forward: p99 20.0 → 30.0 ms (+50%)",
@@ -57,13 +58,52 @@ def test_responders_acknowledge_and_the_receivers_are_told(client, role):
     user = make_user(scene.team, role)
     client.force_login(user)
 
-    answer = client.post(reverse("api-alert-ack", kwargs={"alert_id": alert.pk}))
+    answer = client.post(
+        reverse("api-alert-ack", kwargs={"alert_id": alert.pk}),
+        {"note": "rolling back 3.4.1"},
+        content_type="application/json",
+    )
 
     assert answer.status_code == 200
     assert answer.json()["status"] == "acknowledged"
     event = alert.events.get(to_status="acknowledged")
-    assert (event.from_status, event.to_status, event.who) == ("firing", "acknowledged", user)
+    assert (event.from_status, event.to_status, event.who, event.note) == (
+        "firing",
+        "acknowledged",
+        user,
+        "rolling back 3.4.1",
+    )
     assert event.deliveries.count() == 1
+    alert.incident.refresh_from_db()
+    assert alert.incident.status == "acknowledged"
+
+
+def test_incidents_list_their_pipeline_state_title_times_and_member_alerts(client):
+    scene = make_scene()
+    alert = firing(scene)
+    client.force_login(make_user(scene.team, Role.VIEWER))
+
+    listed = client.get(reverse("api-incidents"), {"state": "open"}).json()
+    resolved = client.get(reverse("api-incidents"), {"state": "resolved"}).json()
+    alerts = client.get(reverse("api-alerts")).json()
+    bad = client.get(reverse("api-incidents"), {"state": "sideways"})
+
+    assert listed == [
+        {
+            "id": alert.incident_id,
+            "pipeline": "fraud-scorer",
+            "pipeline_id": scene.pipeline.pk,
+            "state": "firing",
+            "title": "incident",
+            "dedup_key": f"latencyboard-incident{alert.incident_id}",
+            "opened_at": "2026-03-10T12:00:30Z",
+            "resolved_at": None,
+            "alerts": [alert.pk],
+        }
+    ]
+    assert resolved == []
+    assert [a["incident"] for a in alerts] == [alert.incident_id]
+    assert bad.status_code == 400
 
 
 @pytest.mark.parametrize("role", [Role.VIEWER, Role.AUDITOR])
@@ -89,7 +129,9 @@ def test_an_outsider_sees_no_alert_and_changes_nothing(client):
     kwargs = {"alert_id": alert.pk}
 
     listed = client.get(reverse("api-alerts"))
+    incidents = client.get(reverse("api-incidents"))
     answers = [
+        client.get(reverse("api-incident", kwargs={"incident_id": alert.incident_id})).status_code,
         client.get(reverse("api-alert", kwargs=kwargs)).status_code,
         client.post(reverse("api-alert-ack", kwargs=kwargs)).status_code,
         client.post(reverse("api-alert-resolve", kwargs=kwargs)).status_code,
@@ -105,8 +147,8 @@ def test_an_outsider_sees_no_alert_and_changes_nothing(client):
     ]
     page = client.get(reverse("alerts:oncall"))
 
-    assert listed.json() == []
-    assert answers == [404] * 8
+    assert (listed.json(), incidents.json()) == ([], [])
+    assert answers == [404] * 9
     assert alert.summary not in page.content.decode()
     alert.refresh_from_db()
     assert alert.status == "firing"
@@ -249,6 +291,8 @@ def test_openapi_schema_documents_the_alerts_api(client):
     schema = client.get(reverse("api-schema"), {"format": "json"}).json()
 
     assert {
+        "/api/incidents/",
+        "/api/incidents/{incident_id}/",
         "/api/alerts/",
         "/api/alerts/{alert_id}/",
         "/api/alerts/{alert_id}/ack/",
@@ -276,6 +320,9 @@ def test_a_webhook_channel_created_without_a_secret_gets_a_signing_key_and_a_bad
     assert created.status_code == 201
     secret = Channel.objects.get(pk=created.json()["id"]).secret
     assert created.json()["secret_hint"] == f"whsec_…{secret[-4:]}"
+    assert created.json()["secret"] == secret
+    read = client.get(reverse("api-alert-channel", kwargs={"channel_id": created.json()["id"]}))
+    assert "secret" not in read.json()
     assert (refused.status_code, refused.json()) == (
         400,
         {"secret": ["The signing secret must look like whsec_<base64>."]},

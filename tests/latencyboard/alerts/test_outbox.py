@@ -16,7 +16,7 @@ from latencyboard.alerts.outbox import send_due
 from latencyboard.alerts.services import record_event
 from latencyboard.notifications.notice import Action, Attempt, Notice, Verdict
 from latencyboard.teams.models import Role
-from tests.factories import make_user
+from tests.factories import incident_for, make_user
 from tests.latencyboard.alerts.scenes import HOOK_SECRET, NOW, Scene, make_scene
 from tests.latencyboard.notifications.receiver import Receiver
 
@@ -48,6 +48,7 @@ def queued(scene: Scene, at: dt.datetime = NOW) -> Delivery:
         rule=scene.rule,
         pipeline=scene.pipeline,
         stage=scene.stage,
+        incident=incident_for(scene.pipeline, AlertStatus.FIRING, at),
         dedup_key="k-1",
         status=AlertStatus.FIRING,
         summary="fraud-scorer · model_forward: p99 20.0 → 30.0 ms (+50%)",
@@ -87,7 +88,7 @@ def test_a_receiver_answering_503_three_times_gets_it_on_the_fourth_try_after_ba
     assert (kind, target, secret) == ("webhook", "http://127.0.0.1:9/", HOOK_SECRET)
     assert (notice.action, notice.dedup_key, notice.stage) == (
         Action.TRIGGER,
-        "k-1",
+        Alert.objects.get().incident.dedup_key,
         "model_forward",
     )
 
@@ -152,7 +153,7 @@ def test_a_firing_alert_reaches_a_webhook_on_loopback_signed_through_the_real_tr
     body = Webhook(HOOK_SECRET).verify(request.body, request.headers)
     assert (body["type"], body["data"]["dedup_key"], body["data"]["stage"]) == (
         "alert.trigger",
-        "k-1",
+        Alert.objects.get().incident.dedup_key,
         "model_forward",
     )
 

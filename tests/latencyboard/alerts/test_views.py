@@ -110,19 +110,38 @@ def channel_form(**fields: object) -> dict[str, object]:
     }
 
 
-def test_a_new_webhook_channel_without_a_secret_gets_a_generated_signing_key(client):
+def test_a_new_webhook_channel_without_a_secret_gets_a_signing_key_shown_once(client):
     scene = make_scene()
     client.force_login(make_user(scene.team, Role.ADMIN))
 
     answer = client.post(reverse("alerts:channel-new"), channel_form(team=scene.team.pk))
-    page = client.get(reverse("alerts:settings")).content.decode()
+    shown = client.get(answer.url).content.decode()
+    again = client.get(reverse("alerts:settings")).content.decode()
+    edit = Channel.objects.get(name="hook", target="https://hooks.example.com/x")
+    edit_page = client.get(reverse("alerts:channel-edit", kwargs={"channel_id": edit.pk}))
 
     assert answer.status_code == 302
-    secret = Channel.objects.get(name="hook", target="https://hooks.example.com/x").secret
+    secret = edit.secret
     assert secret.startswith("whsec_")
     assert len(webhook.secret_key(secret)) == 24
-    assert secret[6:] not in page
-    assert f"whsec_…{secret[-4:]}" in page
+    assert f'<code id="issued-secret">{secret}</code>' in shown
+    assert secret[6:] not in again
+    assert secret[6:] not in edit_page.content.decode()
+    assert f"whsec_…{secret[-4:]}" in again
+
+
+def test_a_pasted_webhook_secret_is_kept_and_not_shown_back(client):
+    scene = make_scene()
+    client.force_login(make_user(scene.team, Role.ADMIN))
+
+    answer = client.post(
+        reverse("alerts:channel-new"), channel_form(team=scene.team.pk, secret=HOOK_SECRET)
+    )
+
+    assert answer.status_code == 302
+    assert Channel.objects.get(name="hook", target="https://hooks.example.com/x").secret == (
+        HOOK_SECRET
+    )
 
 
 @pytest.mark.parametrize(
