@@ -36,3 +36,26 @@ class ReportForm(forms.Form):
         if team is not None and chosen and any(p.team_id != team.pk for p in chosen):
             self.add_error("pipelines", "Choose pipelines of the chosen team.")
         return data
+
+
+class LogFilterForm(forms.Form):
+    """The audit log's filters, as the page, its CSV and the API take them (all optional)."""
+
+    actor = forms.CharField(required=False, max_length=150, help_text="User name, exactly.")
+    action = forms.CharField(
+        required=False, max_length=64, help_text="An action, or its prefix ending in a dot."
+    )
+    object = forms.CharField(
+        required=False,
+        max_length=130,
+        help_text="A subject type (objective), or type and id (objective:12).",
+    )
+    since = forms.DateTimeField(required=False, help_text="From this moment on (UTC if no offset).")
+    until = forms.DateTimeField(required=False, help_text="Before this moment.")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since is not None and until is not None and since >= until:
+            self.add_error("until", "Must be after since.")
+        return data

@@ -1,9 +1,26 @@
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.db import models
 
 from latencyboard.teams.models import Team
+
+LOG_COLUMNS = (
+    "at",
+    "team_id",
+    "actor_id",
+    "actor",
+    "action",
+    "subject_type",
+    "subject_id",
+    "subject",
+    "detail",
+    "ip",
+    "user_agent",
+)
+"""An audit event's fields as the CSV export and the API name them."""
 
 
 class AuditEvent(models.Model):
@@ -40,6 +57,11 @@ class AuditEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_username} {self.action}"
 
+    @property
+    def detail_line(self) -> str:
+        """``detail`` as one line of JSON, keys sorted, as the CSV export writes it."""
+        return json.dumps(self.detail, sort_keys=True, ensure_ascii=False)
+
 
 class ReportStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
@@ -50,8 +72,8 @@ class ReportStatus(models.TextChoices):
 
 class Report(models.Model):
     """A quarterly audit report of one team: queued, built by the ``reports`` worker, then
-    frozen. Its parameters (team, quarter, pipelines, requested_at) are all that building it
-    reads besides the data, so ``verify_report`` can rebuild it and compare."""
+    frozen. The build reads every figure in one database snapshot (``as_of``) and keeps them
+    (``figures``), so ``verify_report`` renders the same bytes at any later time."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="reports")
     year = models.PositiveSmallIntegerField()
@@ -66,6 +88,12 @@ class Report(models.Model):
     software_version = models.CharField(max_length=40, blank=True)
     finished_at = models.DateTimeField(null=True)
     error = models.TextField(blank=True)
+    as_of = models.DateTimeField(
+        null=True, help_text="The database snapshot every figure was read in; set by the build."
+    )
+    figures = models.BinaryField(
+        null=True, help_text="The figures as read at as_of (JSON), rendered again to verify."
+    )
 
     class Meta:
         constraints = [
@@ -94,3 +122,16 @@ class ReportFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.report_id}/{self.name}"
+
+
+class SigningKey(models.Model):
+    """The server's Ed25519 key that signs every report (made on first use). Its public key
+    is shown on the reports page and in each manifest; the private key never leaves here."""
+
+    name = models.CharField(max_length=32, unique=True)
+    private_key = models.BinaryField()
+    public_key = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.public_key})"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet
 
@@ -26,6 +29,32 @@ def reports_of(user: User | AnonymousUser) -> QuerySet[Report]:
         .select_related("team", "requested_by")
         .order_by("-requested_at", "-id")
     )
+
+
+def filtered_events(
+    events: QuerySet[AuditEvent], filters: Mapping[str, Any]
+) -> QuerySet[AuditEvent]:
+    """``events`` narrowed by the cleaned :class:`~audits.forms.LogFilterForm` ``filters``."""
+    if filters.get("actor"):
+        events = events.filter(actor_username=filters["actor"])
+    action = filters.get("action")
+    if action:
+        events = (
+            events.filter(action__startswith=action)
+            if action.endswith(".")
+            else events.filter(action=action)
+        )
+    subject = filters.get("object")
+    if subject:
+        kind, _, subject_id = subject.partition(":")
+        events = events.filter(subject_type=kind)
+        if subject_id:
+            events = events.filter(subject_id=subject_id)
+    if filters.get("since") is not None:
+        events = events.filter(at__gte=filters["since"])
+    if filters.get("until") is not None:
+        events = events.filter(at__lt=filters["until"])
+    return events
 
 
 def events_of(user: User | AnonymousUser) -> QuerySet[AuditEvent]:

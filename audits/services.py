@@ -8,30 +8,28 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
-from audits import tasks
+from audits import signatures, tasks
 from audits.log import record
-from audits.models import Report, ReportFile, ReportStatus
-from audits.reporting import figures, manifest, pdf, periods, tables
+from audits.models import Report, ReportFile, ReportStatus, SigningKey
+from audits.reporting import figures, frozen, manifest, pdf, periods, tables
+from audits.reporting.figures import ReportData
+from audits.signatures import MANIFEST, PDF, SIGNATURE
 from latencyboard.audit_trail import Subject
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Team
 
 logger = logging.getLogger(__name__)
 
-ProgressHook = Callable[[int], None]
-
-MANIFEST = "manifest.json"
-PDF = "report.pdf"
+KEY_NAME = "reports"
 CONTENT_TYPES = {
     ".csv": "text/csv; charset=utf-8",
     ".json": "application/json",
@@ -88,32 +86,67 @@ def request_report(
     return report
 
 
-def build_files(report: Report, progress: ProgressHook | None = None) -> dict[str, bytes]:
-    """Every file of ``report``, computed from the data as of its ``requested_at``."""
-    step = progress or (lambda percent: None)
-    data = figures.collect(report, report.software_version)
-    step(60)
+def signing_key() -> SigningKey:
+    """The server's report signing key, made on first use."""
+    key = SigningKey.objects.filter(name=KEY_NAME).first()
+    if key is not None:
+        return key
+    private = signatures.new_private_key()
+    try:
+        with transaction.atomic():
+            return SigningKey.objects.create(
+                name=KEY_NAME,
+                private_key=private,
+                public_key=signatures.public_key_of(private),
+                created_at=timezone.now(),
+            )
+    except IntegrityError:  # another worker made it first
+        return SigningKey.objects.get(name=KEY_NAME)
+
+
+def read_figures(report: Report, as_of: dt.datetime | None = None) -> ReportData:
+    """Every figure of ``report``, read in one repeatable-read snapshot whose moment is its
+    ``as_of`` (None: now): data committed later (late spans included) is never seen. An
+    earlier ``as_of`` (tests replaying a past request) also cuts the data by time."""
+    nested = connection.in_atomic_block
+    with transaction.atomic(), connection.cursor() as cursor:
+        if not nested:  # a test's transaction has its snapshot already
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        cursor.execute("SELECT statement_timestamp()")
+        (snapshot,) = cursor.fetchone()
+        return figures.collect(report, as_of or snapshot, report.software_version)
+
+
+def render_files(data: ReportData, private_key: bytes) -> dict[str, bytes]:
+    """Every file of a report from its figures: the tables, the manifest, the PDF carrying
+    the manifest's hash, and the signature of both."""
     files = tables.csv_files(data)
-    files[PDF] = pdf.render(data, sorted(files))
-    step(90)
-    files[MANIFEST] = manifest.render(data, files)
+    public_key = signatures.public_key_of(private_key)
+    files[MANIFEST] = manifest.render(data, files, public_key)
+    files[PDF] = pdf.render(data, sorted(files), signatures.sha256(files[MANIFEST]), public_key)
+    files[SIGNATURE] = signatures.sign(private_key, data.report_id, files)
     return files
 
 
-def build_report(report_id: int) -> bool:
+def is_provisional(report: Report) -> bool:
+    """Whether ``report``'s quarter had not ended at its cut-off (False until it is built)."""
+    if report.as_of is None:
+        return False
+    return periods.provisional(periods.quarter(report.year, report.quarter), report.as_of)
+
+
+def build_report(report_id: int, as_of: dt.datetime | None = None) -> bool:
     """Build a queued report and freeze it; False when it was not queued (built already, or
-    being built by another worker)."""
+    being built by another worker). ``as_of``: see :func:`read_figures`."""
     if not Report.objects.filter(pk=report_id, status=ReportStatus.QUEUED).update(
         status=ReportStatus.RUNNING, progress=5
     ):
         return False
     report = Report.objects.select_related("team").get(pk=report_id)
-
-    def progress(percent: int) -> None:
-        Report.objects.filter(pk=report_id, status=ReportStatus.RUNNING).update(progress=percent)
-
     try:
-        files = build_files(report, progress)
+        data = read_figures(report, as_of)
+        Report.objects.filter(pk=report_id, status=ReportStatus.RUNNING).update(progress=60)
+        files = render_files(data, bytes(signing_key().private_key))
     except Exception as error:
         Report.objects.filter(pk=report_id).update(
             status=ReportStatus.FAILED, error=f"{type(error).__name__}: {error}"
@@ -127,12 +160,16 @@ def build_report(report_id: int) -> bool:
                 name=name,
                 content_type=content_type(name),
                 content=content,
-                sha256=manifest.sha256(content),
+                sha256=signatures.sha256(content),
             )
             for name, content in sorted(files.items())
         )
         Report.objects.filter(pk=report_id, status=ReportStatus.RUNNING).update(
-            status=ReportStatus.DONE, progress=100, finished_at=timezone.now()
+            status=ReportStatus.DONE,
+            progress=100,
+            finished_at=timezone.now(),
+            as_of=data.as_of,
+            figures=frozen.dumps(data),
         )
     logger.info("report.built", extra={"report": report_id, "files": len(files)})
     return True
@@ -147,26 +184,40 @@ class FileCheck:
     name: str
     stored_sha256: str  # of the stored bytes, as they are now
     listed_sha256: str  # recorded when the report was built
-    recomputed_sha256: str
+    recomputed_sha256: str  # rendered again from the figures kept at as_of
 
     @property
     def matches(self) -> bool:
         return self.stored_sha256 == self.listed_sha256 == self.recomputed_sha256
 
 
-def verify_report(report: Report) -> list[FileCheck]:
-    """Rebuild ``report`` from the data and compare every stored file with the rebuild and
-    with the hash recorded when it was built."""
-    rebuilt = build_files(report)
-    checks = []
-    for stored in report.files.order_by("name"):
-        content = bytes(stored.content)
-        checks.append(
-            FileCheck(
-                stored.name,
-                manifest.sha256(content),
-                stored.sha256,
-                manifest.sha256(rebuilt.get(stored.name, b"")),
-            )
+@dataclass(frozen=True, slots=True)
+class Verification:
+    files: list[FileCheck]
+    signature: list[signatures.Check]  # of the stored files, with the server's public key
+
+    @property
+    def holds(self) -> bool:
+        return all(f.matches for f in self.files) and all(c.ok for c in self.signature)
+
+
+def verify_report(report: Report) -> Verification:
+    """Render ``report`` again from the figures kept at its ``as_of``, compare every stored
+    file with the rendering and with the hash recorded at the build, and check the stored
+    files' signature as an auditor would, with the server's public key."""
+    if report.figures is None:
+        raise ValueError(f"Report {report.pk} was built before reports kept their figures.")
+    key = signing_key()
+    rebuilt = render_files(frozen.loads(bytes(report.figures)), bytes(key.private_key))
+    stored = {f.name: f for f in report.files.order_by("name")}
+    checks = [
+        FileCheck(
+            name,
+            signatures.sha256(bytes(f.content)),
+            f.sha256,
+            signatures.sha256(rebuilt.get(name, b"")),
         )
-    return checks
+        for name, f in stored.items()
+    ]
+    files = {name: bytes(f.content) for name, f in stored.items()}
+    return Verification(checks, signatures.verify(files, key.public_key))

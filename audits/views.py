@@ -6,25 +6,26 @@ Auditors and admins of a team see its reports and log; to everyone else they do 
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from audits import queries, services
-from audits.forms import ReportForm
+from audits.forms import LogFilterForm, ReportForm
 from audits.log import record
-from audits.models import ReportStatus
+from audits.models import LOG_COLUMNS, Report, ReportStatus
 from latencyboard.audit_trail import Subject
 from latencyboard.spreadsheet import csv_bytes
 
-LOG_PAGE_ROWS = 200
+LOG_PAGE_ROWS = 100
 _PENDING = (ReportStatus.QUEUED, ReportStatus.RUNNING)
 
 
@@ -60,6 +61,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
         "reports": reports,
         "has_teams": teams.exists(),
         "pending": any(r.status in _PENDING for r in reports),
+        "public_key": services.signing_key().public_key,
     }
     return render(request, "audits/reports.html", context, status=400 if form.errors else 200)
 
@@ -69,7 +71,13 @@ def report_list(request: HttpRequest) -> HttpResponse:
 def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
     report = get_object_or_404(queries.reports_of(request.user), pk=report_id)
     files = report.files.order_by("name").only("name", "sha256", "content_type")
-    context = {"report": report, "files": files, "pending": report.status in _PENDING}
+    context = {
+        "report": report,
+        "files": files,
+        "pending": report.status in _PENDING,
+        "provisional": services.is_provisional(report),
+        "public_key": services.signing_key().public_key,
+    }
     return render(request, "audits/report.html", context)
 
 
@@ -77,6 +85,12 @@ def report_detail(request: HttpRequest, report_id: int) -> HttpResponse:
 @require_GET
 def report_file(request: HttpRequest, report_id: int, file_name: str) -> HttpResponse:
     report = get_object_or_404(queries.reports_of(request.user), pk=report_id)
+    return file_response(request, report, file_name)
+
+
+def file_response(request: HttpRequest, report: Report, file_name: str) -> HttpResponse:
+    """One stored file of ``report`` as a download (404 when it has none of that name); the
+    download is recorded in the team's audit log."""
     stored = get_object_or_404(report.files, name=file_name)
     record(request, "report.downloaded", services.report_subject(report), {"file": stored.name})
     response = HttpResponse(bytes(stored.content), content_type=stored.content_type)
@@ -86,37 +100,46 @@ def report_file(request: HttpRequest, report_id: int, file_name: str) -> HttpRes
     return response
 
 
+def _log_filters(request: HttpRequest) -> tuple[LogFilterForm, dict[str, Any] | None]:
+    """The filter form of the query string, and its cleaned values (None when invalid)."""
+    form = LogFilterForm(request.GET or None)
+    if not request.GET:
+        return form, {}
+    return form, (form.cleaned_data if form.is_valid() else None)
+
+
 @login_required
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
-    events = queries.events_of(request.user).order_by("-at", "-id")[:LOG_PAGE_ROWS]
+    """The events the user may read, newest first, filtered and paged."""
+    form, filters = _log_filters(request)
+    events = queries.events_of(request.user).order_by("-at", "-id")
+    page = Paginator(
+        queries.filtered_events(events, filters) if filters is not None else events.none(),
+        LOG_PAGE_ROWS,
+    ).get_page(request.GET.get("page"))
+    # The links to other pages and to the CSV carry the filters, nothing else of the query.
+    query = QueryDict(mutable=True)
+    for name in LogFilterForm.base_fields:
+        if request.GET.get(name):
+            query[name] = request.GET[name]
     context = {
-        "events": events,
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
         "has_teams": queries.audited_teams(request.user).exists(),
-        "page_rows": LOG_PAGE_ROWS,
     }
-    return render(request, "audits/log.html", context)
-
-
-_LOG_COLUMNS = [
-    "at",
-    "team_id",
-    "actor_id",
-    "actor",
-    "action",
-    "subject_type",
-    "subject_id",
-    "subject",
-    "detail",
-    "ip",
-    "user_agent",
-]
+    return render(request, "audits/log.html", context, status=200 if filters is not None else 400)
 
 
 @login_required
 @require_GET
 def audit_log_csv(request: HttpRequest) -> HttpResponse:
-    """Every event the user may read, oldest first; the export itself is recorded per team."""
+    """Every event the user may read that the filters keep, oldest first; the export itself is
+    recorded per team, with the filters."""
+    form, filters = _log_filters(request)
+    if filters is None:
+        return HttpResponse(form.errors.as_text(), status=400, content_type="text/plain")
     rows = (
         [
             e.at.isoformat(),
@@ -127,15 +150,20 @@ def audit_log_csv(request: HttpRequest) -> HttpResponse:
             e.subject_type,
             e.subject_id,
             e.subject_label,
-            json.dumps(e.detail, sort_keys=True, ensure_ascii=False),
+            e.detail_line,
             e.ip or "",
             e.user_agent,
         ]
-        for e in queries.events_of(request.user).iterator()
+        for e in queries.filtered_events(queries.events_of(request.user), filters).iterator()
     )
-    content = csv_bytes(_LOG_COLUMNS, rows)
+    content = csv_bytes(LOG_COLUMNS, rows)
     for team in queries.audited_teams(request.user):
-        record(request, "audit_log.exported", Subject("team", team.pk, team.name, team.pk))
+        record(
+            request,
+            "audit_log.exported",
+            Subject("team", team.pk, team.name, team.pk),
+            {"filters": {k: v for k, v in request.GET.items() if k in LogFilterForm.base_fields}},
+        )
     response = HttpResponse(content, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="audit-log.csv"'
     return response

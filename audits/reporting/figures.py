@@ -2,9 +2,12 @@
 ingest batches, the alerts' history and the audit log (Django reads, returning plain frozen
 dataclasses).
 
-Everything is read as of the report's ``requested_at``: maintenance windows declared or
-deleted later, objective versions started later, alerts, alert transitions and audit events
-after it are left out, so rebuilding the report later (``verify_report``) reads the same inputs.
+Everything is read in one database snapshot, taken at the report's ``as_of`` (the build
+runs in one repeatable-read transaction): counters, rollups, batches, alerts and audit events
+as they were committed then, and only minutes before ``as_of`` cut to the minute. Maintenance
+windows declared or deleted later, objective versions started later, alerts, alert transitions
+and audit events after it are left out. The figures are kept with the report, so late data
+never changes a finished report; a new report counts it.
 """
 
 from __future__ import annotations
@@ -13,25 +16,20 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
 import numpy as np
 from django.db.models import BigIntegerField, F, Func, Q, Sum
 from django.db.models.functions import Cast
 
 from audits.models import AuditEvent, Report
-from audits.reporting import alert_figures, periods
+from audits.reporting import alert_figures, percentile_figures, periods
 from audits.reporting.handling import HandledAlert
+from audits.reporting.percentile_figures import Percentiles
 from audits.reporting.periods import Period
-from latencyboard.rollups.models import Resolution, Rollup
-from latencyboard.sketches.sketch import merge_many
 from latencyboard.sla import attainment as maths
 from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
 from latencyboard.sla.versions import Version, versions_of
 from latencyboard.spans.models import IngestBatch
-
-QUANTILES = (0.5, 0.95, 0.99, 0.999)
-QUANTILE_METHOD: Final = "lower"
 
 
 class _Epoch(Func):
@@ -40,6 +38,10 @@ class _Epoch(Func):
 
 @dataclass(frozen=True, slots=True)
 class Attainment:
+    """One objective version's counts over ``period`` (cut to the version and to ``as_of``),
+    with how much of it the counters cover: ``counted_minutes`` of its ``minutes`` from the
+    objective's first counted minute on, ``traffic_minutes`` with at least one request."""
+
     objective_id: int
     objective: str
     pipeline: str
@@ -49,6 +51,9 @@ class Attainment:
     period: Period
     budget: maths.Budget
     excluded: maths.Counts
+    minutes: int
+    counted_minutes: int
+    traffic_minutes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,16 +66,6 @@ class Exclusion:
     reason: str
     created_by: str
     created_at: dt.datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Percentiles:
-    pipeline: str
-    stage: str
-    month: str
-    days: int  # with a day rollup
-    n: int
-    values: tuple[float, ...]  # one per QUANTILES
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +109,7 @@ class ReportData:
     months: tuple[Period, ...]
     pipelines: tuple[str, ...]
     requested_at: dt.datetime
+    as_of: dt.datetime
     software_version: str
     versions: tuple[VersionRow, ...]
     attainment: tuple[Attainment, ...]
@@ -123,6 +119,15 @@ class ReportData:
     ingest: tuple[Ingest, ...]
     changes: tuple[Change, ...]
     alerts: tuple[HandledAlert, ...]
+
+    @property
+    def data_end(self) -> dt.datetime:
+        return periods.cut_off_minute(self.as_of)
+
+    @property
+    def provisional(self) -> bool:
+        """The quarter had not ended at ``as_of``: every figure may still change."""
+        return periods.provisional(self.quarter, self.as_of)
 
 
 def _as_of(versions: Sequence[Version], at: dt.datetime) -> list[Version]:
@@ -155,13 +160,17 @@ def _stage_name(objective: Objective) -> str:
     return objective.stage.name if objective.stage is not None else "end-to-end"
 
 
+def _minutes(period: Period) -> int:
+    return int((period.end - period.start) // dt.timedelta(minutes=1))
+
+
 def _objective_figures(
     objective: Objective, data_end: dt.datetime, at: dt.datetime, quarter: Period
 ) -> tuple[list[Attainment], list[Exclusion], list[Completeness], list[VersionRow]]:
     months = periods.months(quarter.start.year, quarter.start.month // 3 + 1)
     rows = np.array(
         SlaMinute.objects.filter(
-            objective=objective, minute__gte=quarter.start, minute__lt=quarter.end
+            objective=objective, minute__gte=quarter.start, minute__lt=min(quarter.end, data_end)
         )
         .annotate(epoch=Cast(_Epoch(F("minute")), BigIntegerField()))
         .order_by("minute")
@@ -179,17 +188,25 @@ def _objective_figures(
     def counts(mask: np.ndarray) -> maths.Counts:
         return maths.Counts(int(good[mask].sum()), int(total[mask].sum()))
 
+    first = (
+        SlaMinute.objects.filter(objective=objective, minute__lt=data_end)
+        .order_by("minute")
+        .first()
+    )
+    counters_from = None if first is None else first.minute
     attainment = []
     versions = _as_of(versions_of(objective), at)
     for version in versions:
         for period in (*months, quarter):
             cut = periods.clip(period, version.effective_from, version.effective_until)
+            cut = None if cut is None else periods.clip(cut, None, data_end)
             if cut is None:
                 continue
             inside = (minute >= maths.unix_seconds(cut.start)) & (
                 minute < maths.unix_seconds(cut.end)
             )
             kept = counts(inside & ~excluded)
+            counted = None if counters_from is None else periods.clip(cut, counters_from, None)
             attainment.append(
                 Attainment(
                     objective.pk,
@@ -201,9 +218,11 @@ def _objective_figures(
                     cut,
                     maths.budget(kept.good, kept.total, version.target_percent),
                     counts(inside & excluded),
+                    _minutes(cut),
+                    0 if counted is None else _minutes(counted),
+                    int(np.count_nonzero(inside & (total > 0))),
                 )
             )
-    first = SlaMinute.objects.filter(objective=objective).order_by("minute").first()
     completeness = []
     for month in months:
         cut = periods.clip(month, None, data_end)
@@ -215,9 +234,9 @@ def _objective_figures(
                 objective.pk,
                 objective.name,
                 cut,
-                int((cut.end - cut.start) // dt.timedelta(minutes=1)),
+                _minutes(cut),
                 int(np.count_nonzero(inside & (total > 0))),
-                None if first is None else first.minute,
+                counters_from,
             )
         )
     exclusions = [
@@ -237,34 +256,11 @@ def _objective_figures(
     return attainment, exclusions, completeness, version_rows
 
 
-def _percentiles(pipeline_ids: Sequence[int], months: Sequence[Period]) -> list[Percentiles]:
-    rows = (
-        Rollup.objects.filter(
-            pipeline_id__in=pipeline_ids,
-            resolution=Resolution.DAY,
-            bucket_start__gte=months[0].start,
-            bucket_start__lt=months[-1].end,
-        )
-        .order_by("pipeline__service_name", "stage__name", "bucket_start")
-        .values_list("pipeline__service_name", "stage__name", "bucket_start", "sketch")
-    )
-    groups: dict[tuple[str, str, str], list[bytes]] = {}
-    for pipeline, stage, day, sketch in rows:
-        month = next(m.label for m in months if m.start <= day < m.end)
-        groups.setdefault((pipeline, stage or "end-to-end", month), []).append(bytes(sketch))
-    table = []
-    for (pipeline, stage, month), blobs in sorted(groups.items()):
-        merged = merge_many(blobs)
-        values = tuple(float(merged.quantile(q, QUANTILE_METHOD)) for q in QUANTILES)
-        table.append(Percentiles(pipeline, stage, month, len(blobs), merged.count, values))
-    return table
-
-
-def _ingest(team_id: int, months: Sequence[Period]) -> list[Ingest]:
+def _ingest(team_id: int, months: Sequence[Period], data_end: dt.datetime) -> list[Ingest]:
     result = []
     for month in months:
         sums = IngestBatch.objects.filter(
-            team_id=team_id, received_at__gte=month.start, received_at__lt=month.end
+            team_id=team_id, received_at__gte=month.start, received_at__lt=min(month.end, data_end)
         ).aggregate(stored=Sum("stored_spans"), rejected=Sum("rejected_spans"))
         result.append(Ingest(month.label, sums["stored"] or 0, sums["rejected"] or 0))
     return result
@@ -293,12 +289,12 @@ def _json_line(detail: object) -> str:
     return json.dumps(detail, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def collect(report: Report, software_version: str) -> ReportData:
-    """Every figure of ``report``, read as of its ``requested_at``."""
+def collect(report: Report, as_of: dt.datetime, software_version: str) -> ReportData:
+    """Every figure of ``report`` as of ``as_of`` (call it in the snapshot taken then)."""
     quarter = periods.quarter(report.year, report.quarter)
     months = periods.months(report.year, report.quarter)
-    at = report.requested_at
-    data_end = maths.floor_minute(at)
+    at = as_of
+    data_end = periods.cut_off_minute(at)
     objectives = (
         Objective.objects.filter(team_id=report.team_id, pipeline_id__in=report.pipeline_ids)
         .filter(created_at__lte=at)
@@ -325,14 +321,15 @@ def collect(report: Report, software_version: str) -> ReportData:
         quarter=quarter,
         months=months,
         pipelines=pipelines,
-        requested_at=at,
+        requested_at=report.requested_at,
+        as_of=as_of,
         software_version=software_version,
         versions=tuple(versions),
         attainment=tuple(attainment),
         exclusions=tuple(exclusions),
-        percentiles=tuple(_percentiles(report.pipeline_ids, months)),
+        percentiles=percentile_figures.collect(report.pipeline_ids, months, data_end),
         completeness=tuple(completeness),
-        ingest=tuple(_ingest(report.team_id, months)),
+        ingest=tuple(_ingest(report.team_id, months, data_end)),
         changes=tuple(_changes(report.team_id, quarter, at)),
         alerts=alert_figures.collect(report.team_id, report.pipeline_ids, quarter, at),
     )

@@ -1,6 +1,8 @@
 """The report as a PDF with charts, rendered locally by reportlab (pure: no Django, no network:
 the standard Helvetica fonts are built into every PDF reader, charts are vector drawings).
 
+A cover says the verdict of each objective in plain words with the share of the quarter it
+stands on; every page carries the report's id, its manifest's SHA-256 and its page number.
 ``invariant`` fixes the creation date and document id, so the same figures give the same
 bytes, as the CSV files do.
 """
@@ -8,100 +10,32 @@ bytes, as the CSV files do.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import io
 from collections.abc import Sequence
-from xml.sax.saxutils import escape
 
-from reportlab.graphics.charts.barcharts import VerticalBarChart
-from reportlab.graphics.charts.legends import Legend
-from reportlab.graphics.shapes import Drawing, String
-from reportlab.lib import colors
 from reportlab.lib.pagesizes import A4
-from reportlab.lib.styles import getSampleStyleSheet
-from reportlab.lib.units import cm
-from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+from reportlab.platypus import PageBreak, SimpleDocTemplate, Spacer
 from reportlab.platypus.flowables import Flowable
 
 from audits.reporting import tables
-from audits.reporting.figures import QUANTILE_METHOD, QUANTILES, ReportData
+from audits.reporting.figures import ReportData
 from audits.reporting.handling import Durations, Step, per_pipeline
+from audits.reporting.pdf_layout import (
+    MARGIN,
+    PALETTE,
+    Footer,
+    PagedCanvas,
+    bar_chart,
+    legend,
+)
+from audits.reporting.pdf_layout import paragraph as _paragraph
+from audits.reporting.pdf_layout import table as _table
+from audits.reporting.percentile_figures import QUANTILE_METHOD, QUANTILES
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 
-_PALETTE = (
-    colors.HexColor("#1f77b4"),
-    colors.HexColor("#ff7f0e"),
-    colors.HexColor("#2ca02c"),
-    colors.HexColor("#d62728"),
-    colors.HexColor("#9467bd"),
-    colors.HexColor("#8c564b"),
-    colors.HexColor("#e377c2"),
-    colors.HexColor("#7f7f7f"),
-)
-_WIDTH = A4[0] - 4 * cm
-_STYLES = getSampleStyleSheet()
-_TABLE_STYLE = TableStyle(
-    [
-        ("FONT", (0, 0), (-1, -1), "Helvetica", 6.5),
-        ("FONT", (0, 0), (-1, 0), "Helvetica-Bold", 6.5),
-        ("LEFTPADDING", (0, 0), (-1, -1), 3),
-        ("RIGHTPADDING", (0, 0), (-1, -1), 3),
-        ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
-        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#eeeeee")),
-        ("VALIGN", (0, 0), (-1, -1), "TOP"),
-    ]
-)
 
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
-    body = [list(header), *([str(cell) for cell in row] for row in rows)]
-    if len(body) == 1:
-        body.append(["(none)", *[""] * (len(header) - 1)])
-    table = Table(body, repeatRows=1, hAlign="LEFT")
-    table.setStyle(_TABLE_STYLE)
-    return table
-
-
-def _bar_chart(
-    title: str,
-    categories: Sequence[str],
-    series: Sequence[tuple[str, Sequence[float | None]]],
-    value_label: str,
-    value_min: float,
-    value_max: float | None = None,
-) -> Drawing:
-    drawing = Drawing(_WIDTH, 250)
-    drawing.add(String(0, 235, title, fontName="Helvetica-Bold", fontSize=10))
-    chart = VerticalBarChart()
-    chart.x, chart.y, chart.width, chart.height = 40, 70, _WIDTH - 190, 150
-    # None draws no bar: a month without counts is not a month at 0%.
-    chart.data = [list(values) for _, values in series] or [[None]]
-    chart.categoryAxis.categoryNames = list(categories)
-    chart.categoryAxis.labels.fontName = "Helvetica"
-    chart.categoryAxis.labels.fontSize = 7
-    # Stage names are long: slanted, they stay readable side by side.
-    chart.categoryAxis.labels.angle = 30
-    chart.categoryAxis.labels.boxAnchor = "ne"
-    chart.valueAxis.labels.fontName = "Helvetica"
-    chart.valueAxis.labels.fontSize = 7
-    chart.valueAxis.valueMin = value_min
-    chart.valueAxis.valueMax = value_max
-    for i in range(len(series)):
-        chart.bars[i].fillColor = _PALETTE[i % len(_PALETTE)]
-    drawing.add(chart)
-    drawing.add(String(0, 5, value_label, fontName="Helvetica", fontSize=7))
-    legend = Legend()
-    legend.x, legend.y = _WIDTH - 140, 220
-    legend.fontName, legend.fontSize = "Helvetica", 7
-    legend.alignment = "right"
-    legend.columnMaximum = len(_PALETTE)
-    legend.colorNamePairs = [
-        (_PALETTE[i % len(_PALETTE)], name[:32]) for i, (name, _) in enumerate(series)
-    ]
-    drawing.add(legend)
-    return drawing
-
-
-def _attainment_chart(data: ReportData) -> Flowable:
+def _attainment_chart(data: ReportData) -> list[Flowable]:
     months = [m.label for m in data.months]
     series: dict[str, list[float | None]] = {}
     for a in data.attainment:
@@ -109,16 +43,19 @@ def _attainment_chart(data: ReportData) -> Flowable:
             values = series.setdefault(f"{a.objective} v{a.version}", [None] * len(months))
             values[months.index(a.period.label)] = a.budget.attainment_percent
     if not series:
-        return _paragraph("No SLA objective counted any request in this quarter.")
+        return [_paragraph("No SLA objective counted any request in this quarter.")]
     lowest = min(v for vs in series.values() for v in vs if v is not None)
-    return _bar_chart(
-        "SLA attainment by month (maintenance excluded)",
-        months,
-        list(series.items())[: len(_PALETTE)],
-        "percent of requests within the threshold",
-        value_min=max(0.0, float(int(lowest)) - 1.0),
-        value_max=100.0,
-    )
+    shown = list(series.items())[: len(PALETTE)]
+    return [
+        *bar_chart(
+            "SLA attainment by month, % of requests within the threshold (maintenance excluded)",
+            months,
+            [values for _, values in shown],
+            value_min=max(0.0, float(int(lowest)) - 1.0),
+            value_max=100.0,
+        ),
+        legend([name for name, _ in shown]),
+    ]
 
 
 def _percentile_charts(data: ReportData) -> list[Flowable]:
@@ -128,18 +65,15 @@ def _percentile_charts(data: ReportData) -> list[Flowable]:
     for pipeline in data.pipelines:
         rows = [p for p in data.percentiles if p.pipeline == pipeline]
         if not rows:
-            charts.append(_paragraph(f"{pipeline}: no day rollups in this quarter."))
+            charts.append(_paragraph(f"{pipeline}: no rollups in this quarter."))
             continue
         stages = sorted({p.stage for p in rows})
         series = []
         for month in months:
             by_stage = {p.stage: p.values[p99] for p in rows if p.month == month}
-            series.append((month, [by_stage.get(stage) for stage in stages]))
-        charts.append(
-            _bar_chart(
-                f"{pipeline}: p99 by stage and month", stages, series, "p99 latency (ms)", 0.0
-            )
-        )
+            series.append([by_stage.get(stage) for stage in stages])
+        charts += bar_chart(f"{pipeline}: p99 latency (ms) by stage and month", stages, series, 0.0)
+        charts.append(legend(months))
     return charts
 
 
@@ -152,7 +86,7 @@ def _median(durations: Durations) -> str:
 
 
 def _step(step: Step | None) -> tuple[str, str]:
-    return ("", "") if step is None else (_short(step.at), step.by[:20])
+    return ("", "") if step is None else (_short(step.at), step.by)
 
 
 def _alerts(data: ReportData) -> list[Flowable]:
@@ -173,7 +107,7 @@ def _alerts(data: ReportData) -> list[Flowable]:
             ["id", "pipeline", "stage", "rule", "severity", "started", "acknowledged", "by",
              "resolved", "by", "to ack s", "to resolve s"],
             [
-                (a.alert_id, a.pipeline, a.stage, a.rule[:24], a.severity,
+                (a.alert_id, a.pipeline, a.stage, a.rule, a.severity,
                  _short(a.started_at), *_step(a.acknowledged), *_step(a.resolved),
                  tables.integer(a.seconds_to_acknowledge), tables.integer(a.seconds_to_resolve))
                 for a in data.alerts
@@ -182,40 +116,80 @@ def _alerts(data: ReportData) -> list[Flowable]:
     ]  # fmt: skip
 
 
-def _paragraph(text: str, style: str = "BodyText") -> Paragraph:
-    """``text`` as it reads: a Paragraph parses markup (``<img src=…>`` embeds a file of the
-    worker's disk, a broken tag fails the build), and pipeline, team and objective names are
-    whatever someone typed or a span said."""
-    return Paragraph(escape(text), _STYLES[style])
-
-
-def render(data: ReportData, csv_names: Sequence[str]) -> bytes:
-    """The PDF of ``data``; ``csv_names`` are the tables shipped beside it."""
+def _cover(data: ReportData, manifest_sha256: str, public_key: str) -> list[Flowable]:
     quarter_rows = [a for a in data.attainment if a.period.label == data.quarter.label]
-    story: list[Flowable] = [
+    state = (
+        "PROVISIONAL: the quarter had not ended at the cut-off; every figure covers the "
+        f"quarter up to {tables.moment(data.data_end)} only and may still change."
+        if data.provisional
+        else "Final: the quarter had ended at the cut-off."
+    )
+    if not quarter_rows:
+        summary = "No SLA objective covers these pipelines: this report states no attainment."
+    elif all(a.budget.total == 0 for a in quarter_rows):
+        summary = "No objective counted any request in this period: nothing was met or missed."
+    else:
+        summary = "Verdict per objective version over the quarter:"
+    return [
         _paragraph(f"SLA audit report: {data.team}, {data.quarter.label}", "Title"),
         _paragraph(
-            f"Report #{data.report_id}, as of {tables.moment(data.requested_at)}. Pipelines: "
-            f"{', '.join(data.pipelines) or '(none)'}. Software: latencyboard "
-            f"{data.software_version}."
+            f"Report #{data.report_id}. Period {tables.moment(data.quarter.start)} to "
+            f"{tables.moment(data.quarter.end)}. Requested {tables.moment(data.requested_at)}; "
+            f"every figure read as of {tables.moment(data.as_of)} (one database snapshot), "
+            f"minutes counted until {tables.moment(data.data_end)}."
         ),
-        Spacer(1, 6),
-        _paragraph("Attainment per objective version over the quarter", "Heading2"),
+        _paragraph(state, "Heading3"),
+        _paragraph(f"Pipelines: {', '.join(data.pipelines) or '(none)'}."),
+        _paragraph(summary),
         _table(
-            ["objective", "v", "threshold ms", "target %", "from", "to", "good", "total",
-             "attainment %", "met", "budget used %"],
+            ["objective", "version", "pipeline / stage", "target %", "attainment %", "verdict",
+             "coverage"],
             [
-                (a.objective, a.version, tables.ms(a.threshold_ms),
-                 f"{a.budget.target_percent:.3f}", _short(a.period.start),
-                 _short(a.period.end), a.budget.good, a.budget.total,
-                 tables.percent(a.budget.attainment_percent),
-                 "" if a.budget.met is None else ("yes" if a.budget.met else "no"),
-                 tables.percent(a.budget.consumed_percent))
+                (a.objective, a.version, f"{a.pipeline} / {a.stage}",
+                 f"{a.budget.target_percent:.3f}", tables.percent(a.budget.attainment_percent),
+                 tables.verdict(data, a), tables.coverage(a))
                 for a in quarter_rows
             ],
         ),
         Spacer(1, 8),
-        _attainment_chart(data),
+        _paragraph(
+            "Coverage: the share of the period's minutes from the objective's first counted "
+            "minute on (its counters), and the share with at least one request (traffic). A "
+            "verdict stands on those minutes only."
+        ),
+        _paragraph(
+            f"Signed with Ed25519. Public key: {public_key}. manifest.json SHA-256: "
+            f"{manifest_sha256}. Verify the downloaded files with: python -m audits.verify "
+            "<folder> --public-key <key>."
+        ),
+        _paragraph(f"Software: latencyboard {data.software_version}."),
+        PageBreak(),
+    ]  # fmt: skip
+
+
+def render(
+    data: ReportData, file_names: Sequence[str], manifest_sha256: str, public_key: str
+) -> bytes:
+    """The PDF of ``data``; ``file_names`` are the files shipped beside it, ``manifest_sha256``
+    is printed on every page."""
+    quarter_rows = [a for a in data.attainment if a.period.label == data.quarter.label]
+    story: list[Flowable] = [
+        *_cover(data, manifest_sha256, public_key),
+        _paragraph("Attainment per objective version over the quarter", "Heading2"),
+        _table(
+            ["objective", "v", "threshold ms", "target %", "from", "to", "good", "total",
+             "attainment %", "verdict", "budget used %", "coverage"],
+            [
+                (a.objective, a.version, tables.ms(a.threshold_ms),
+                 f"{a.budget.target_percent:.3f}", _short(a.period.start),
+                 _short(a.period.end), a.budget.good, a.budget.total,
+                 tables.percent(a.budget.attainment_percent), tables.verdict(data, a),
+                 tables.percent(a.budget.consumed_percent), tables.coverage(a))
+                for a in quarter_rows
+            ],
+        ),
+        Spacer(1, 8),
+        *_attainment_chart(data),
         _paragraph("Stage percentiles", "Heading2"),
         *_percentile_charts(data),
         _table(
@@ -249,14 +223,18 @@ def render(data: ReportData, csv_names: Sequence[str]) -> bytes:
             ["objective", "start", "end", "covers", "reason", "declared by"],
             [
                 (e.objective_id, tables.moment(e.start), tables.moment(e.end), e.covers,
-                 e.reason[:60], e.created_by)
+                 e.reason, e.created_by)
                 for e in data.exclusions
             ],
         ),
-        _paragraph("Objective changes during the quarter (audit log)", "Heading2"),
+        _paragraph(
+            "Changes to objectives, maintenance windows and alert rules during the quarter "
+            "(audit log)",
+            "Heading2",
+        ),
         _table(
-            ["at", "who", "action", "subject"],
-            [(tables.moment(c.at), c.actor, c.action, c.subject[:60]) for c in data.changes],
+            ["at", "who", "action", "subject", "before → after"],
+            [(tables.moment(c.at), c.actor, c.action, c.subject, c.detail) for c in data.changes],
         ),
         _paragraph("Methodology", "Heading2"),
         _paragraph(
@@ -267,13 +245,20 @@ def render(data: ReportData, csv_names: Sequence[str]) -> bytes:
             "threshold. Error budget consumed is bad requests over (100% - target) of the total."
         ),
         _paragraph(
-            f"Percentiles merge the day rollups' sketches per pipeline, stage and month; "
-            f"quantile method '{QUANTILE_METHOD}', relative error at most {RELATIVE_ERROR:g} "
-            f"of the value; n is the exact number of spans."
+            "One cut-off: every figure was read in one database snapshot taken at the report's "
+            "as_of, so counters, rollups, batches, alerts and audit events are those committed "
+            "by then, over the minutes before it. Data arriving later (late spans included) "
+            "never changes this report; a new report counts it."
+        ),
+        _paragraph(
+            f"Percentiles merge the rollups' sketches per pipeline, stage and month: day "
+            f"rollups for closed days, minute rollups after the last one, up to the same minute "
+            f"as the counters; quantile method '{QUANTILE_METHOD}', relative error at most "
+            f"{RELATIVE_ERROR:g} of the value; n is the exact number of spans."
         ),
         _paragraph(
             "Alerts are those of the report's pipelines that started in the quarter, with "
-            "their history as it stood when the report was requested. Time to acknowledge and "
+            "their history as it stood at the cut-off. Time to acknowledge and "
             "time to resolve are whole seconds from the alert's start to its first transition "
             "to acknowledged and to resolved, every moment cut to the second as printed in "
             "alerts.csv; 'automatic' means the evaluator resolved it after enough clean "
@@ -281,8 +266,10 @@ def render(data: ReportData, csv_names: Sequence[str]) -> bytes:
             "medians and maxima are over the alerts that reached the status."
         ),
         _paragraph(
-            f"Files: {', '.join(csv_names)} and manifest.json (SHA-256 of every file). "
-            f"manage.py verify_report {data.report_id} rebuilds them and compares."
+            f"Files: {', '.join(file_names)}, this PDF and signature.json. manifest.json lists "
+            f"every table with its SHA-256; signature.json signs the SHA-256 of manifest.json "
+            f"and of this PDF. manage.py verify_report {data.report_id} renders every file "
+            f"again from the figures read at as_of and checks them and the signature."
         ),
     ]  # fmt: skip
     out = io.BytesIO()
@@ -292,10 +279,15 @@ def render(data: ReportData, csv_names: Sequence[str]) -> bytes:
         invariant=1,
         title=f"SLA audit report {data.team} {data.quarter.label}",
         author="latencyboard",
-        leftMargin=2 * cm,
-        rightMargin=2 * cm,
-        topMargin=2 * cm,
-        bottomMargin=2 * cm,
+        leftMargin=MARGIN,
+        rightMargin=MARGIN,
+        topMargin=MARGIN,
+        bottomMargin=MARGIN,
     )
-    doc.build(story)
+    footer = Footer(
+        f"Report #{data.report_id}, {data.team}, {data.quarter.label}",
+        manifest_sha256,
+        data.provisional,
+    )
+    doc.build(story, canvasmaker=functools.partial(PagedCanvas, footer=footer))
     return out.getvalue()

@@ -44,3 +44,13 @@ def clip(period: Period, start: dt.datetime | None, end: dt.datetime | None) -> 
     lo = period.start if start is None else max(period.start, start)
     hi = period.end if end is None else min(period.end, end)
     return Period(period.label, lo, hi) if lo < hi else None
+
+
+def cut_off_minute(as_of: dt.datetime) -> dt.datetime:
+    """The end of the last whole minute before ``as_of``: a report counts nothing later."""
+    return as_of.astimezone(dt.UTC).replace(second=0, microsecond=0)
+
+
+def provisional(quarter: Period, as_of: dt.datetime) -> bool:
+    """Whether a report cut off at ``as_of`` covers less than the whole ``quarter``."""
+    return cut_off_minute(as_of) < quarter.end

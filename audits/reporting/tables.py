@@ -11,8 +11,9 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from audits.reporting.figures import QUANTILE_METHOD, QUANTILES, Completeness, ReportData
+from audits.reporting.figures import Attainment, Completeness, ReportData
 from audits.reporting.handling import Step
+from audits.reporting.percentile_figures import QUANTILE_METHOD, QUANTILES
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.spreadsheet import csv_bytes
 
@@ -33,6 +34,29 @@ def ms(value: float) -> str:
 
 def decimal(value: Decimal) -> str:
     return f"{value:.5f}"
+
+
+def share(part: int, whole: int) -> float | None:
+    return None if whole == 0 else 100 * part / whole
+
+
+def verdict(data: ReportData, row: Attainment) -> str:
+    """The row's outcome in plain words: met, missed or no data, "so far" and provisional
+    while its period had not ended at the report's cut-off."""
+    met = row.budget.met
+    word = "no data" if met is None else ("met" if met else "missed")
+    if data.provisional and row.period.end >= data.data_end:
+        return f"provisional: {word} so far"
+    return word
+
+
+def coverage(row: Attainment) -> str:
+    """How much of the row's period its figure stands on."""
+    if row.minutes == 0:
+        return "no minutes"
+    counted = share(row.counted_minutes, row.minutes) or 0.0
+    traffic = share(row.traffic_minutes, row.minutes) or 0.0
+    return f"counters on {counted:.1f}% of its minutes, traffic on {traffic:.1f}%"
 
 
 def attainment(data: ReportData) -> bytes:
@@ -56,6 +80,12 @@ def attainment(data: ReportData) -> bytes:
         "budget_consumed_percent",
         "maintenance_good",
         "maintenance_total",
+        "minutes",
+        "minutes_counted",
+        "minutes_with_traffic",
+        "counted_percent",
+        "traffic_percent",
+        "verdict",
     ]
     rows = [
         (
@@ -78,6 +108,12 @@ def attainment(data: ReportData) -> bytes:
             percent(a.budget.consumed_percent),
             a.excluded.good,
             a.excluded.total,
+            a.minutes,
+            a.counted_minutes,
+            a.traffic_minutes,
+            percent(share(a.counted_minutes, a.minutes)),
+            percent(share(a.traffic_minutes, a.minutes)),
+            verdict(data, a),
         )
         for a in data.attainment
     ]

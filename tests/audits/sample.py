@@ -7,11 +7,17 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
-from audits.reporting import periods
-from audits.reporting.figures import Attainment, Completeness, Ingest, Percentiles, ReportData
+from audits.reporting import pdf, periods, tables
+from audits.reporting.figures import Attainment, Completeness, Ingest, ReportData
+from audits.reporting.percentile_figures import Percentiles
 from latencyboard.sla import attainment as maths
 
 REQUESTED_AT = dt.datetime(2026, 10, 1, 1, tzinfo=dt.UTC)
+PUBLIC_KEY = "MCowBQYDK2VwAyEA" + "A" * 28
+
+
+def render_pdf(data: ReportData) -> bytes:
+    return pdf.render(data, sorted(tables.csv_files(data)), "0" * 64, PUBLIC_KEY)
 
 
 def report_data(
@@ -29,6 +35,7 @@ def report_data(
         months=months,
         pipelines=(pipeline,),
         requested_at=REQUESTED_AT,
+        as_of=REQUESTED_AT,
         software_version="0.1.0",
         versions=(),
         attainment=attainment,
@@ -60,4 +67,7 @@ def _attainment(
         period,
         maths.budget(995, 1000, target),
         maths.Counts(0, 0),
+        44640,
+        44640,
+        40000,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 from decimal import Decimal
 from typing import cast
@@ -410,3 +411,39 @@ def test_alert_handling_and_rule_and_channel_changes_are_recorded(client):
     logged = str(list(AuditEvent.objects.values_list("detail", flat=True)))
     assert "hooks.slack.com" not in logged
     assert "secretpart" not in logged
+
+
+def test_log_page_filters_pages_and_shows_the_detail_and_its_csv_is_the_filtered_set(client):
+    # given 120 threshold changes by an admin and one rule created by another member
+    team = make_team()
+    admin, oncall = make_user(team, Role.ADMIN), make_user(team, Role.ONCALL)
+    start = dt.datetime(2026, 8, 1, tzinfo=dt.UTC)
+    for n in range(120):
+        record(
+            None,
+            "objective.changed",
+            Subject("objective", 7, "fast", team.pk),
+            {"threshold_ms": {"before": str(n), "after": str(n + 1)}},
+            actor=admin,
+            now=start + dt.timedelta(minutes=n),
+        )
+    record(None, "alert_rule.created", Subject("alert_rule", 3, "tail", team.pk), actor=oncall)
+    client.force_login(make_user(team, Role.AUDITOR))
+    wanted = {"actor": admin.username, "action": "objective.", "since": "2026-08-01T00:10:00Z"}
+
+    # when the auditor filters the log, opens the second page and exports the filtered set
+    first = client.get("/audits/log/", wanted)
+    second = client.get("/audits/log/", {**wanted, "page": 2})
+    export = client.get("/audits/log.csv", wanted)
+    refused = client.get("/audits/log/", {"since": "not a time"})
+
+    # then the pages hold the 110 matching events, newest first, with their before and after,
+    # and the CSV holds exactly those
+    assert (first.status_code, second.status_code, refused.status_code) == (200, 200, 400)
+    assert [e.detail["threshold_ms"]["after"] for e in first.context["page"]][:2] == ["120", "119"]
+    assert len(second.context["page"].object_list) == 10
+    assert b"&quot;before&quot;: &quot;119&quot;" in first.content
+    assert b"alert_rule.created" not in first.content + second.content
+    rows = list(csv.DictReader(io.StringIO(export.content.decode())))
+    assert [r["action"] for r in rows] == ["objective.changed"] * 110
+    assert rows[0]["detail"] == '{"threshold_ms": {"after": "11", "before": "10"}}'

@@ -72,4 +72,5 @@ def test_requested_report_is_built_by_the_reports_worker(client, reports_worker)
         "objective_versions.csv",
         "percentiles.csv",
         "report.pdf",
+        "signature.json",
     ]

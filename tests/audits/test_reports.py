@@ -40,6 +40,7 @@ CSV_NAMES = [
     "objective_versions.csv",
     "percentiles.csv",
 ]
+ALL_NAMES = sorted([*CSV_NAMES, "manifest.json", "report.pdf", "signature.json"])
 
 
 def _built(quarter: Quarter) -> Report:
@@ -146,7 +147,7 @@ def test_regenerating_gives_identical_csv_bytes(quarter):
     # then it is a new report whose CSV files are byte for byte the same
     assert second.pk != first.pk
     one, two = _files(first), _files(second)
-    assert sorted(one) == sorted(two) == sorted([*CSV_NAMES, "manifest.json", "report.pdf"])
+    assert sorted(one) == sorted(two) == sorted(ALL_NAMES)
     assert {name: one[name] for name in CSV_NAMES} == {name: two[name] for name in CSV_NAMES}
 
 
@@ -155,9 +156,9 @@ def test_verify_report_matches_then_detects_a_one_byte_change(quarter):
     report = _built(quarter)
     out = io.StringIO()
     call_command("verify_report", report.pk, stdout=out)
-    assert [line.split()[:2] for line in out.getvalue().splitlines()] == [
-        ["match", name] for name in sorted([*CSV_NAMES, "manifest.json", "report.pdf"])
-    ]
+    lines = [line.split()[:2] for line in out.getvalue().splitlines()]
+    assert lines[: len(ALL_NAMES)] == [["match", name] for name in ALL_NAMES]
+    assert {word for word, _ in lines[len(ALL_NAMES) :]} == {"signed"}
 
     # when one byte of a stored file changes
     stored = ReportFile.objects.get(report=report, name="attainment.csv")
@@ -169,9 +170,8 @@ def test_verify_report_matches_then_detects_a_one_byte_change(quarter):
     out = io.StringIO()
     with pytest.raises(CommandError, match="does not match"):
         call_command("verify_report", report.pk, stdout=out)
-    assert [line.split()[:2] for line in out.getvalue().splitlines()] == [
-        ["MISMATCH" if name == "attainment.csv" else "match", name]
-        for name in sorted([*CSV_NAMES, "manifest.json", "report.pdf"])
+    assert [line.split()[:2] for line in out.getvalue().splitlines()][: len(ALL_NAMES)] == [
+        ["MISMATCH" if name == "attainment.csv" else "match", name] for name in ALL_NAMES
     ]
 
 
@@ -184,16 +184,22 @@ def test_pdf_renders_to_png(quarter, tmp_path: Path):
     # when its pages are rendered with poppler
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        ["pdftoppm", "-png", "-r", "60", str(pdf), str(ARTIFACTS / "quarterly")], check=True
+        ["pdftoppm", "-png", "-r", "110", str(pdf), str(ARTIFACTS / "quarterly")], check=True
     )
 
-    # then there are pages, the first with the title and charts (look at them)
+    # then there are pages, the cover with the title and a verdict per objective, then the
+    # charts (look at them)
     pages = sorted(ARTIFACTS.glob("quarterly-*.png"))
     assert len(pages) >= 3
-    text = subprocess.run(
+    cover = subprocess.run(
         ["pdftotext", "-l", "1", str(pdf), "-"], check=True, capture_output=True, text=True
     ).stdout
-    assert f"SLA audit report: {quarter.team.name}, 2026-Q3" in text
+    text = subprocess.run(
+        ["pdftotext", str(pdf), "-"], check=True, capture_output=True, text=True
+    ).stdout
+    assert f"SLA audit report: {quarter.team.name}, 2026-Q3" in cover
+    assert "Final: the quarter had ended" in cover
+    assert {"met", "missed"} <= set(cover.split())
     assert "SLA attainment by month" in text
 
 

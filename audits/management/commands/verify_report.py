@@ -1,4 +1,5 @@
-"""``manage.py verify_report <id>``: rebuild a stored report and say match or mismatch per file."""
+"""``manage.py verify_report <id>``: render a stored report again from the figures it read at
+its cut-off, compare every file, and check its signature with the server's public key."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from audits.models import Report, ReportStatus
 
 
 class Command(BaseCommand):
-    help = "Rebuild a finished report from the data and compare it with its stored files."
+    help = (
+        "Render a finished report again from the figures read at its as_of, compare it with "
+        "its stored files, and check the signature."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("report_id", type=int)
@@ -22,8 +26,11 @@ class Command(BaseCommand):
             raise CommandError(f"No report {options['report_id']}.")
         if report.status != ReportStatus.DONE:
             raise CommandError(f"Report {report.pk} is {report.status}, not done.")
-        checks = services.verify_report(report)
-        for check in checks:
+        try:
+            verification = services.verify_report(report)
+        except ValueError as error:
+            raise CommandError(str(error)) from error
+        for check in verification.files:
             if check.matches:
                 self.stdout.write(f"match     {check.name}  {check.stored_sha256}")
             else:
@@ -31,5 +38,8 @@ class Command(BaseCommand):
                     f"MISMATCH  {check.name}  stored {check.stored_sha256}  "
                     f"listed {check.listed_sha256}  recomputed {check.recomputed_sha256}"
                 )
-        if not all(check.matches for check in checks):
-            raise CommandError("The report does not match the data.")
+        for signed in verification.signature:
+            word = "signed" if signed.ok else "UNSIGNED"
+            self.stdout.write(f"{word:10}{signed.subject}  {signed.detail}")
+        if not verification.holds:
+            raise CommandError("The report does not match its figures or its signature.")
