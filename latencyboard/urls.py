@@ -26,6 +26,7 @@ urlpatterns = [
     path("audits/", include("audits.urls")),
     path("account/api-tokens/", include("latencyboard.apitokens.urls")),
     path("api/", include("latencyboard.api_urls")),
+    path("api/", include("audits.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "api/docs/",

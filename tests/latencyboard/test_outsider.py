@@ -120,6 +120,7 @@ def query_naming(a: Secret) -> dict[str, str]:
         "objective": str(a.objective.pk),
         "trace": a.trace_hex,
         "minute": minute.isoformat(),
+        "object": f"objective:{a.objective.pk}",
     }
 
 
@@ -136,6 +137,9 @@ def body_naming(a: Secret) -> dict[str, str]:
         "start": (minute - dt.timedelta(hours=1)).isoformat(),
         "end": minute.isoformat(),
         "reason": "outsider",
+        "team": str(a.team.pk),
+        "year": "2026",
+        "quarter": "3",
     }
 
 
