@@ -11,6 +11,7 @@ from typing import cast
 import pytest
 from django.contrib.auth.models import User
 from django.db import DatabaseError, connection, transaction
+from django.test import Client
 from django.urls import reverse
 
 from audits.log import record
@@ -447,3 +448,53 @@ def test_log_page_filters_pages_and_shows_the_detail_and_its_csv_is_the_filtered
     rows = list(csv.DictReader(io.StringIO(export.content.decode())))
     assert [r["action"] for r in rows] == ["objective.changed"] * 110
     assert rows[0]["detail"] == '{"threshold_ms": {"after": "11", "before": "10"}}'
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"HTTP_ORIGIN": "https://evil.example", "HTTP_SEC_FETCH_SITE": "cross-site"},
+        {"HTTP_ORIGIN": "https://evil.example"},
+        {"HTTP_SEC_FETCH_SITE": "same-site"},
+    ],
+    ids=["fetch-metadata-and-origin", "origin-only", "sibling-subdomain"],
+)
+def test_a_cross_site_post_writes_no_refusal_in_the_victims_name(headers):
+    # given an auditor signed in, whose browser another site makes post to the API
+    team = make_team()
+    objective = _objective(team)
+    victim = Client(enforce_csrf_checks=True)
+    victim.force_login(make_user(team, Role.AUDITOR))
+
+    # when the forged requests arrive, with the session cookie and without the CSRF token
+    deleted = victim.delete(f"/api/slas/{objective.pk}/", **headers)
+    created = victim.post("/api/slas/", {"name": "x"}, **headers)
+    page_form = victim.post(reverse("alerts:channel-new"), {"name": "x"}, **headers)
+
+    # then they are refused and nothing is written in the victim's name
+    assert [deleted.status_code, created.status_code, page_form.status_code] == [403, 403, 403]
+    assert not AuditEvent.objects.exists()
+
+
+def test_a_refused_change_from_this_site_is_still_recorded():
+    # given an auditor on this site's page, with its CSRF token
+    team = make_team()
+    objective = _objective(team)
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(make_user(team, Role.AUDITOR))
+    browser.get("/")
+    token = browser.cookies["csrftoken"].value
+
+    # when the page's script tries to delete the objective
+    response = browser.delete(
+        f"/api/slas/{objective.pk}/",
+        HTTP_X_CSRFTOKEN=token,
+        HTTP_ORIGIN="http://testserver",
+        HTTP_SEC_FETCH_SITE="same-origin",
+    )
+
+    # then it is refused by the role check, and recorded
+    assert response.status_code == 403
+    assert list(AuditEvent.objects.values_list("action", "subject_id")) == [
+        ("change.refused", f"/api/slas/{objective.pk}/")
+    ]
