@@ -23,6 +23,7 @@ from tests.factories import make_team, make_user
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = (b"origin", b"http://localhost")
+HOST = (b"host", b"localhost")
 
 
 def session_cookie(user: AbstractBaseUser) -> tuple[bytes, bytes]:
@@ -33,7 +34,7 @@ def session_cookie(user: AbstractBaseUser) -> tuple[bytes, bytes]:
 
 
 def communicator(path: str, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
-    return WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
+    return WebsocketCommunicator(application, path, headers=[ORIGIN, HOST, *headers])
 
 
 async def group_send(group: str, event: dict[str, Any]) -> None:
@@ -144,14 +145,43 @@ def test_a_member_hears_their_pipeline_and_not_another_of_the_same_team():
     ]
 
 
-def test_a_socket_from_another_origin_is_refused():
+@pytest.mark.parametrize(
+    ("origin", "host", "scheme", "opens"),
+    [
+        ("http://localhost:8000", "localhost:8000", "ws", True),
+        ("https://localhost", "localhost", "wss", True),
+        ("http://localhost", "localhost:80", "ws", True),
+        ("http://evil.example", "localhost", "ws", False),
+        ("http://localhost:8001", "localhost:8000", "ws", False),
+        ("http://localhost", "localhost", "wss", False),
+        ("https://localhost", "localhost", "ws", False),
+        ("null", "localhost", "ws", False),
+    ],
+    ids=[
+        "same-port",
+        "same-tls",
+        "default-port",
+        "other-host",
+        "other-port",
+        "http-page-tls-socket",
+        "https-page-plain-socket",
+        "opaque",
+    ],
+)
+def test_a_socket_opens_only_from_a_page_of_the_same_scheme_host_and_port(
+    origin, host, scheme, opens
+):
     cookie = session_cookie(make_user(make_team()))
 
     async def scenario() -> bool:
         socket = WebsocketCommunicator(
-            application, "/ws/live/", headers=[(b"origin", b"http://evil.example"), cookie]
+            application,
+            "/ws/live/",
+            headers=[(b"origin", origin.encode()), (b"host", host.encode()), cookie],
         )
+        socket.scope["scheme"] = scheme
         connected, _ = await socket.connect()
+        await socket.disconnect()
         return connected
 
-    assert async_to_sync(scenario)() is False
+    assert async_to_sync(scenario)() is opens

@@ -69,7 +69,11 @@ def member_socket(pipeline: Pipeline) -> WebsocketCommunicator:
     return WebsocketCommunicator(
         application,
         f"/ws/live/pipelines/{pipeline.pk}/",
-        headers=[(b"origin", b"http://localhost"), (b"cookie", cookie.encode())],
+        headers=[
+            (b"origin", b"http://localhost"),
+            (b"host", b"localhost"),
+            (b"cookie", cookie.encode()),
+        ],
     )
 
 

@@ -15,7 +15,7 @@ from latencyboard.local.embedded import free_port
 # Channels closes stale database connections around each consumer call: it needs access.
 pytestmark = pytest.mark.django_db
 
-ORIGIN = [(b"origin", b"http://localhost")]
+ORIGIN = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
 
 
 @async_to_sync
