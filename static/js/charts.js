@@ -168,6 +168,22 @@
     element.textContent = text;
   }
 
+  // Plotly turns <a href> in any text it draws (trace names, hover, tick labels, annotations)
+  // into a link, and stage, pipeline and attribute names come from the spans teams send.
+  const LINK_TAG = /<(\/?a)(?=[\s/>]|$)/gi;
+
+  /** `value` (a string, or arrays and plain objects of them, deeply) with every link tag
+   * written as text ("&lt;a href=…"), which Plotly shows as it reads, never as a link. The
+   * product's own labels use no links; their <b> and <br> stay markup. */
+  function withoutLinks(value) {
+    if (typeof value === "string") return value.replace(LINK_TAG, "&lt;$1");
+    if (Array.isArray(value)) return value.map(withoutLinks);
+    if (value && Object.getPrototypeOf(value) === Object.prototype) {
+      return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, withoutLinks(item)]));
+    }
+    return value;
+  }
+
   /** Draw (or redraw) a chart, clearing a message left there. On a narrow chart (a phone)
    * fewer date ticks, so that they stay level instead of turning onto the axis title. */
   function draw(element, traces, chartLayout, name) {
@@ -180,7 +196,7 @@
     const shown = narrow && dates
       ? { ...chartLayout, xaxis: { nticks: 3, tickangle: 0, ...chartLayout.xaxis } }
       : chartLayout;
-    return Plotly.react(element, traces, shown, config(name));
+    return Plotly.react(element, withoutLinks(traces), withoutLinks(shown), config(name));
   }
 
   /** Remember whether the user zoomed or panned `element`, and where they hover (listen once
@@ -265,7 +281,7 @@
   window.LB.charts = {
     PALETTE, INK, MUTED, GRID, DEPLOY,
     formatMs, formatCount, formatShare, formatTime, utc, tickMs, niceStep, latencyAxis, stageColors, axisTitle,
-    layout, config,
+    layout, config, withoutLinks,
     deploymentDecorations, message, draw, drawKeepingView, resetZoom, linkPoints, getJson,
   };
 })();

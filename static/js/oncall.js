@@ -53,10 +53,11 @@
     shapes.push({ type: "line", yref: "paper", x0: at, x1: at, y0: 0, y1: 1, line: { color, width: 1, dash: "dash" } });
     annotations.push({ x: at, yref: "paper", y: 1, text: label, showarrow: false, yanchor: "bottom", font: { color, size: 11 } });
   }
+  const plain = window.LB.charts.withoutLinks;
   window.Plotly.newPlot(
     chart,
-    traces,
-    {
+    plain(traces),
+    plain({
       height: 240,
       margin: { l: 60, r: 20, t: 24, b: 40 },
       xaxis: { type: "date" },
@@ -64,7 +65,7 @@
       shapes,
       annotations,
       showlegend: false,
-    },
+    }),
     { displayModeBar: false, responsive: true }
   );
   chart.dataset.state = "ready";
