@@ -312,6 +312,17 @@ except ValueError as exc:
 CELERY_TASK_ANNOTATIONS = task_annotations(TASK_TIME_LIMITS)
 CELERY_TASK_SOFT_TIME_LIMIT = DEFAULT_LIMIT.soft
 CELERY_TASK_TIME_LIMIT = DEFAULT_LIMIT.hard
+# Pages enqueue tasks (an acknowledgement's notifications, a report): a Redis that stopped
+# answering must fail that enqueue within seconds, never hold the request. The worker's own
+# blocking pops wait 1 s, well within the read timeout.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 3, "socket_connect_timeout": 2}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "spans.ensure-partitions": {

@@ -71,7 +71,9 @@ def _send_after_commit() -> None:
     # Imported here: the tasks module imports this one.
     from latencyboard.alerts.tasks import send_deliveries
 
-    transaction.on_commit(send_deliveries.delay)
+    # Robust: with Redis down the change stands and the enqueue is only logged; beat's
+    # alerts.send-deliveries picks the deliveries up within seconds of Redis returning.
+    transaction.on_commit(send_deliveries.delay, robust=True)
 
 
 def send_test(channel: Channel, user: User | AnonymousUser, now: dt.datetime) -> Delivery:
