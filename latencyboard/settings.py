@@ -467,12 +467,14 @@ INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
 # each enforces a token's rate limit on its own, so each allows rate_limit / INGEST_HOSTS.
 INGEST_HOSTS = env_int("INGEST_HOSTS", 1, minimum=1, maximum=1000)
 
-# Alert e-mails (notification channels of kind "email"), sent through this SMTP server. With
-# DEBUG on and no EMAIL_HOST they are printed on the console instead, so `make run` shows them.
+# Alert e-mails (notification channels of kind "email"), sent through this SMTP server, or
+# printed on the console with EMAIL_TO_CONSOLE (its default: DEBUG on and no EMAIL_HOST).
+# `make run` (DEBUG off too) sets EMAIL_TO_CONSOLE when no EMAIL_HOST is given.
 EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_TO_CONSOLE = env_bool("EMAIL_TO_CONSOLE", DEBUG and not EMAIL_HOST)
 EMAIL_BACKEND = (
     "django.core.mail.backends.console.EmailBackend"
-    if DEBUG and not EMAIL_HOST
+    if EMAIL_TO_CONSOLE
     else "django.core.mail.backends.smtp.EmailBackend"
 )
 EMAIL_HOST = EMAIL_HOST or "localhost"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -113,6 +114,35 @@ def collect_static(env: dict[str, str], var_dir: Path, log_path: Path) -> subpro
         )
 
 
+LOOPBACK_HOSTS = "localhost,127.0.0.1,[::1]"
+
+
+def _secret_key_file(var_dir: Path) -> Path:
+    """The local Django secret key, generated on first start and kept (mode 0600) in var/:
+    sessions survive a restart, and no two installations share a key."""
+    path = var_dir / "secret-key"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50) + "\n")
+    return path
+
+
+def serve_without_debug(env: dict[str, str], var_dir: Path) -> None:
+    """Run as production does (``DEBUG`` off: no debug pages, no settings in error pages,
+    Django's checks of hosts), over plain HTTP on this machine; what ``env`` sets wins."""
+    env.setdefault("DEBUG", "false")
+    if not env.get("SECRET_KEY") and not env.get("SECRET_KEY_FILE"):
+        env["SECRET_KEY_FILE"] = str(_secret_key_file(var_dir))
+    env.setdefault("ALLOWED_HOSTS", LOOPBACK_HOSTS)
+    # No TLS here: cookies over http, no redirect to https, no HSTS for localhost.
+    for name in ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"):
+        env.setdefault(name, "false")
+    env.setdefault("SECURE_HSTS_SECONDS", "0")
+    if not env.get("EMAIL_HOST"):
+        env.setdefault("EMAIL_TO_CONSOLE", "true")
+
+
 def _children(env: dict[str, str], log_dir: Path, bind: str, demo: bool) -> list[Child]:
     python = sys.executable
     web_port, http_port, grpc_port = (
@@ -124,6 +154,9 @@ def _children(env: dict[str, str], log_dir: Path, bind: str, demo: bool) -> list
         "web": [
             *(python, "-m", "uvicorn", "latencyboard.asgi:application"),
             *("--host", bind, "--port", web_port, "--ws", "auto", "--lifespan", "off"),
+            # uvicorn would take X-Forwarded-For from any local process as the client's
+            # address; TRUSTED_PROXY_COUNT decides in Django whether to trust it.
+            "--no-proxy-headers",
         ],
         "ingest": [
             *(python, "-m", "ingest", "--host", bind),
@@ -152,6 +185,7 @@ def run(demo: bool, bind: str, history_days: int | None = None) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     env["LATENCYBOARD_VAR_DIR"] = str(var_dir)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    serve_without_debug(env, var_dir)
 
     web_port = int(env.get("WEB_PORT", "8000"))
     http_port = int(env.get("INGEST_HTTP_PORT", "4318"))

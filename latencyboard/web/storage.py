@@ -10,7 +10,7 @@ from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 
 class CollectedStaticStorage(CompressedManifestStaticFilesStorage):
-    """WhiteNoise's manifest storage, for `make run` (DEBUG on) as for production, and cheap
+    """WhiteNoise's manifest storage, for `make run` as for production, and cheap
     enough to collect on every start.
 
     Brotli at its best level takes about two seconds per megabyte here, and Plotly alone is
@@ -20,8 +20,8 @@ class CollectedStaticStorage(CompressedManifestStaticFilesStorage):
     """
 
     def url(self, name: str | None, force: bool = False) -> str:
-        # Django gives unhashed names under DEBUG, for its own static view; `make run` runs
-        # with DEBUG on and serves these collected files, which exist only under hashed names.
+        # Django gives unhashed names under DEBUG, for its own static view; with DEBUG on and
+        # STATIC_COLLECTED, these collected files exist only under hashed names.
         return super().url(name, force=True)
 
     def compress_files(self, paths: Iterable[str]) -> Iterator[tuple[str, str]]:

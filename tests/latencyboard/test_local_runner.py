@@ -3,11 +3,15 @@ die, Ctrl-C, nothing left running."""
 
 from __future__ import annotations
 
+import http.cookiejar
 import os
+import re
 import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -146,6 +150,58 @@ def _export(runner: Runner, timeout: float) -> int:
             time.sleep(0.3)
 
 
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url) as answer:  # noqa: S310 (http://127.0.0.1 only)
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _failed_logins_from_forged_addresses(base: str, attempts: int) -> list[int]:
+    """Wrong passwords for the admin, each claiming another client in X-Forwarded-For."""
+    jar = http.cookiejar.CookieJar()
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    with browser.open(f"{base}/login/") as page:
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.read().decode())
+    assert token is not None
+    statuses = []
+    for attempt in range(attempts):
+        form = {"csrfmiddlewaretoken": token[1], "username": "admin", "password": "wrong"}
+        request = urllib.request.Request(  # noqa: S310 (http://127.0.0.1 only)
+            f"{base}/login/",
+            data=urllib.parse.urlencode(form).encode(),
+            headers={"X-Forwarded-For": f"203.0.113.{attempt + 1}"},
+        )
+        try:
+            with browser.open(request) as answer:
+                statuses.append(answer.status)
+        except urllib.error.HTTPError as error:
+            statuses.append(error.code)
+    return statuses
+
+
+def _assert_served_without_debug(base: str, var_dir: Path) -> None:
+    # a thousand and more query parameters: a plain 400 page, no debug page
+    many = "&".join(f"p{index}=1" for index in range(1500))
+    status, body = _get(f"{base}/login/?{many}")
+    assert status == 400
+    assert "Bad request" in body
+    assert "Traceback" not in body
+    # an unknown page: the product's 404, not Django's list of URL patterns
+    status, body = _get(f"{base}/no-such-page/")
+    assert (status, "URLconf" in body) == (404, False)
+    # the collected static files, under their hashed names
+    _, login_page = _get(f"{base}/login/")
+    stylesheet = re.search(r'href="(/static/[^"]+\.css)"', login_page)
+    assert stylesheet is not None
+    assert _get(f"{base}{stylesheet[1]}")[0] == 200
+    # its own secret key, readable by its owner only
+    assert (var_dir / "secret-key").stat().st_mode & 0o777 == 0o600
+    # X-Forwarded-For from a local process is not the client's address: the lockout holds
+    assert _failed_logins_from_forged_addresses(base, 6)[-1] == 429
+
+
 def test_run_command_serves_login_stores_history_and_demo_spans_and_stops_cleanly(start_runner):
     # given a fresh var folder and free ports, with no external servers configured
     # when it has started, with one day of demo history
@@ -162,6 +218,8 @@ def test_run_command_serves_login_stores_history_and_demo_spans_and_stops_cleanl
     assert "Login       admin / " in output
     with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/login/") as page:
         assert page.status == 200
+    # and it serves as production does
+    _assert_served_without_debug(f"http://127.0.0.1:{web_port}", runner.var_dir)
     # and the demo's live spans reach PostgreSQL, more and more of them
     deadline = time.monotonic() + 60
     counts = [runner.span_count()]
