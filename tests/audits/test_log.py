@@ -498,3 +498,31 @@ def test_a_refused_change_from_this_site_is_still_recorded():
     assert list(AuditEvent.objects.values_list("action", "subject_id")) == [
         ("change.refused", f"/api/slas/{objective.pk}/")
     ]
+
+
+@pytest.mark.parametrize(
+    ("proxies", "recorded"),
+    [(0, "198.51.100.4"), (1, "203.0.113.50")],
+    ids=["no-proxy-declared", "one-proxy"],
+)
+def test_the_recorded_address_trusts_x_forwarded_for_only_from_declared_proxies(
+    client, settings, proxies, recorded
+):
+    # given TRUSTED_PROXY_COUNT=0 (the default) or 1, as the settings module turns it into
+    if proxies:
+        settings.AXES_IPWARE_PROXY_COUNT = proxies - 1
+        settings.AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+    team = make_team()
+    objective = _objective(team)
+    client.force_login(make_user(team, Role.AUDITOR))
+
+    # when a change is refused, the request claiming another client
+    client.delete(
+        f"/api/slas/{objective.pk}/",
+        content_type="application/json",
+        REMOTE_ADDR="198.51.100.4",
+        HTTP_X_FORWARDED_FOR="203.0.113.50",
+    )
+
+    # then the address in the log is the peer's unless a proxy was declared
+    assert list(AuditEvent.objects.values_list("action", "ip")) == [("change.refused", recorded)]
