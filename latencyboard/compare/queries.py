@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth.models import AnonymousUser, User
 
-from latencyboard.compare import stats
+from latencyboard.compare import length_split, stats
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.rollups import cohort_queries
 from latencyboard.rollups.cohort_queries import END_TO_END as END_TO_END_SERIES
@@ -80,6 +80,7 @@ class Comparison:
     b: SideTotal
     stages: tuple[StageComparison, ...]
     headline: str
+    length: length_split.LengthSplit | None = None
     method: Method = field(default_factory=Method)
 
     @property
@@ -128,6 +129,12 @@ def compare(
         b=SideTotal(b, _spans(sides[1])),
         stages=tuple(stages),
         headline=stats.headline([(stage.name, stage.delta) for stage in stages], b_label),
+        length=length_split.split(
+            *(
+                {names[key]: sketch for key, sketch in side.items() if key in names}
+                for side in sides
+            )
+        ),
     )
 
 

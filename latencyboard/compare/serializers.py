@@ -213,6 +213,28 @@ class CompareMethodSerializer(serializers.Serializer):
     )
 
 
+class LengthSplitSerializer(serializers.Serializer):
+    """An LLM pipeline's decode change, told apart into answer length and per-token speed."""
+
+    sentence = serializers.CharField()
+    length_factor = serializers.FloatField(
+        help_text="B's output tokens after the first over A's, each side's estimated as its "
+        "mean decode time over its mean time per output token."
+    )
+    speed_factor = serializers.FloatField(
+        help_text="B's median time per output token over A's: above 1, each token is slower."
+    )
+    decode_factor = serializers.FloatField(help_text="B's median decode time over A's.")
+    tokens_a = serializers.FloatField()
+    tokens_b = serializers.FloatField()
+    tpot_a_ms = serializers.FloatField()
+    tpot_b_ms = serializers.FloatField()
+    decode_a_ms = serializers.FloatField()
+    decode_b_ms = serializers.FloatField()
+    n_a = serializers.IntegerField(help_text="Requests with a time per output token in A.")
+    n_b = serializers.IntegerField()
+
+
 class ComparisonSerializer(serializers.Serializer):
     """Latency of a pipeline's stages, side A against side B."""
 
@@ -222,6 +244,11 @@ class ComparisonSerializer(serializers.Serializer):
     a = SideTotalSerializer()
     b = SideTotalSerializer()
     headline = serializers.CharField(help_text="One sentence over every stage.")
+    length = LengthSplitSerializer(
+        allow_null=True,
+        help_text="LLM pipelines (with decode and time_per_output_token series): how much of "
+        "the change is longer answers and how much slower tokens; else null.",
+    )
     method = CompareMethodSerializer()
     stages = StageComparisonSerializer(
         many=True, help_text="End to end first, then each stage with spans on either side."

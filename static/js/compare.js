@@ -145,6 +145,10 @@
     result.hidden = false;
     const headline = document.getElementById("headline");
     headline.textContent = data.headline;
+    // An LLM pipeline: how much of the change is longer answers, how much slower tokens.
+    const split = document.getElementById("length-split");
+    split.hidden = !data.length;
+    split.querySelector("span").textContent = data.length ? data.length.sentence : "";
     const changes = new Set(data.stages.map((s) => s.change));
     headline.className = "headline " + (changes.has("slower") ? "slower" : changes.has("faster") ? "faster" : "");
     document.getElementById("sample-note").textContent =
