@@ -30,6 +30,7 @@ from latencyboard.alerts.models import (
     Incident,
     Rule,
 )
+from latencyboard.alerts.preview import preview_rule, unsaved_rule
 from latencyboard.alerts.serializers import (
     AlertDetailSerializer,
     AlertSerializer,
@@ -37,6 +38,7 @@ from latencyboard.alerts.serializers import (
     DeliverySerializer,
     IncidentSerializer,
     NoteSerializer,
+    RulePreviewSerializer,
     RuleSerializer,
 )
 
@@ -213,6 +215,23 @@ class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
 
     def team_of(self, instance: Rule) -> int:
         return instance.pipeline.team_id
+
+    @extend_schema(
+        summary="Would this rule have fired in the last 7 days? (team admins)",
+        description="The rule's settings, as for creating it, replayed with the regression "
+        "detector over the pipeline's minute rollups against today's baselines. Nothing is "
+        "saved.",
+        request=RuleSerializer,
+        responses={200: RulePreviewSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def preview(self, request: Request) -> Response:
+        self._check_writable()
+        given = self.get_serializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        rule, stages = unsaved_rule(given.validated_data)
+        found = preview_rule(rule, stages, timezone.now())
+        return Response(RulePreviewSerializer(found).data)
 
 
 @extend_schema(tags=["alerts"])

@@ -26,6 +26,11 @@ urlpatterns = [
         name="api-alert-rules",
     ),
     path(
+        "alert-rules/preview/",
+        RuleViewSet.as_view({"post": "preview"}),
+        name="api-alert-rule-preview",
+    ),
+    path(
         "alert-rules/<int:rule_id>/",
         RuleViewSet.as_view(
             {"get": "retrieve", "put": "update", "patch": "partial_update", "delete": "destroy"}

@@ -52,11 +52,14 @@ class Finding:
         return lifecycle.Outcome.NO_DATA
 
 
-def watched(rule: Rule, root_stage_ids: Collection[int] = ()) -> dict[int | None, str]:
-    """The rule's stages by id (``None``: end to end) with their names. The stages of the
-    pipeline's root spans are end to end under another name: they are watched as end to
-    end, never apart from it."""
-    chosen = list(rule.stages.all())
+def watched(
+    rule: Rule, root_stage_ids: Collection[int] = (), chosen: list[Stage] | None = None
+) -> dict[int | None, str]:
+    """The rule's stages (``chosen``, when given, stands for its own: a rule not saved yet)
+    by id (``None``: end to end) with their names. The stages of the pipeline's root spans
+    are end to end under another name: they are watched as end to end, never apart from
+    it."""
+    chosen = list(rule.stages.all()) if chosen is None else chosen
     stages = chosen if chosen else list(Stage.objects.filter(pipeline=rule.pipeline_id))
     names: dict[int | None, str] = {
         stage.pk: stage.name for stage in stages if stage.pk not in root_stage_ids
@@ -64,6 +67,22 @@ def watched(rule: Rule, root_stage_ids: Collection[int] = ()) -> dict[int | None
     if rule.end_to_end or not chosen or len(names) < len(stages):
         names[None] = END_TO_END
     return names
+
+
+def newest_root_stages(pipeline_id: int, now: dt.datetime) -> tuple[int, ...]:
+    """The stage of the pipeline's root spans in the last ``ROOT_LOOKBACK``."""
+    end = attainment.floor_minute(now)
+    return root_stages(pipeline_id, end - ROOT_LOOKBACK, end)
+
+
+def detector_of(rule: Rule) -> regression.RegressionRule:
+    """The regression detector's settings of ``rule``."""
+    return regression.RegressionRule(
+        family_alpha=rule.significance,
+        min_relative_effect=rule.min_effect_percent / 100.0,
+        min_absolute_effect_ms=rule.min_effect_ms,
+        min_baseline_count=settings.ALERT_BASELINE_MIN_COUNT,
+    )
 
 
 def evaluate_rules(now: dt.datetime) -> int:
@@ -85,8 +104,7 @@ def evaluate_rule(rule_id: int, now: dt.datetime) -> int:
         )
         if rule is None:
             return 0
-        end = attainment.floor_minute(now)
-        names = watched(rule, root_stages(rule.pipeline_id, end - ROOT_LOOKBACK, end))
+        names = watched(rule, newest_root_stages(rule.pipeline_id, now))
         findings = {stage_id: Finding() for stage_id in names}
         if rule.regression:
             _regression(rule, names, findings, now)
@@ -116,12 +134,7 @@ def _regression(
     windows = stage_sketches(rule.pipeline, start, end, MINUTE)
     baselines = detector_baselines(rule.pipeline)
     by_name = {name: stage_id for stage_id, name in names.items()}
-    detector = regression.RegressionRule(
-        family_alpha=rule.significance,
-        min_relative_effect=rule.min_effect_percent / 100.0,
-        min_absolute_effect_ms=rule.min_effect_ms,
-        min_baseline_count=settings.ALERT_BASELINE_MIN_COUNT,
-    )
+    detector = detector_of(rule)
     result = regression.evaluate(
         {names[s]: b for s, b in baselines.items() if s in names},
         {names[s]: w for s, w in windows.items() if s in names},

@@ -75,22 +75,30 @@ def clean_channel(form: forms.ModelForm, instance: Channel) -> dict[str, Any]:
     return data
 
 
+class StageCheckboxes(forms.CheckboxSelectMultiple):
+    """Each stage's box names its pipeline, for the page to offer the chosen pipeline's only."""
+
+    def create_option(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option: dict[str, Any] = super().create_option(*args, **kwargs)
+        choice = option["value"]
+        if hasattr(choice, "instance"):
+            option["attrs"]["data-pipeline"] = str(choice.instance.pipeline_id)
+        return option
+
+
 class RuleForm(forms.ModelForm):
     class Meta:
         model = Rule
         fields = list(RULE_SETTINGS)
         widgets = {
-            "stages": forms.CheckboxSelectMultiple,
+            "stages": StageCheckboxes,
             "channels": forms.CheckboxSelectMultiple,
         }
 
     def __init__(self, *args: Any, teams: QuerySet[Team], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["pipeline"].queryset = Pipeline.objects.filter(team__in=teams)  # type: ignore[attr-defined]
-        self.fields["stages"].queryset = Stage.objects.filter(  # type: ignore[attr-defined]
-            pipeline__team__in=teams
-        ).select_related("pipeline")
-        self.fields["stages"].label_from_instance = lambda s: f"{s.pipeline} · {s.name}"  # type: ignore[attr-defined]
+        self.fields["stages"].queryset = Stage.objects.filter(pipeline__team__in=teams)  # type: ignore[attr-defined]
         self.fields["channels"].queryset = Channel.objects.filter(team__in=teams)  # type: ignore[attr-defined]
 
     def clean(self) -> dict[str, Any]:

@@ -204,3 +204,26 @@ class RuleSerializer(serializers.ModelSerializer[Rule]):
         if not (attrs.get("regression", True) or attrs.get("burn_rate", False)):
             raise serializers.ValidationError({"regression": "Enable at least one detector."})
         return attrs
+
+
+class ReplayedAlertSerializer(serializers.Serializer[Any]):
+    stage = serializers.CharField()
+    fired_at = serializers.DateTimeField()
+    resolved_at = serializers.DateTimeField(allow_null=True, help_text="Null: still open.")
+    quantile = serializers.CharField()
+    baseline_ms = serializers.FloatField()
+    current_ms = serializers.FloatField()
+    effect_pct = serializers.FloatField()
+    p_value = serializers.FloatField()
+
+
+class RulePreviewSerializer(serializers.Serializer[Any]):
+    """The alerts a rule would have raised, evaluated every minute from ``first`` to
+    ``last``; ``pages``: the incidents they form (each paged once)."""
+
+    first = serializers.DateTimeField()
+    last = serializers.DateTimeField()
+    evaluations = serializers.IntegerField()
+    detector_runs = serializers.IntegerField()
+    pages = serializers.IntegerField()
+    alerts = ReplayedAlertSerializer(many=True)

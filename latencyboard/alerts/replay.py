@@ -1,0 +1,181 @@
+"""Would a rule have fired? The regression detector replayed minute by minute over stored
+minute sketches, and its findings stepped through the alert lifecycle (pure: no Django).
+
+Each evaluation at minute ``t`` tests the window of minutes ``[t - window, t)`` against the
+baselines, exactly as the minute evaluation does. Running the detector at every minute of a
+week is wasteful, so the replay runs it only where it could matter: while an alert is open
+(to count clean evaluations), and where some (stage, quantile) test's own p-value is at most
+the family's significance level. That screen cannot miss a firing: Holm's procedure rejects
+nothing unless the smallest p-value is at most ``alpha / m``, and the counts a p-value is
+computed from (values in the window, values above the baseline quantile's bucket) are sums
+over the window's minutes, so they are found for every minute from running sums.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from latencyboard.alerts import lifecycle, regression
+from latencyboard.alerts.binomial import binomial_upper_tail
+from latencyboard.alerts.evidence import quantile_name
+from latencyboard.alerts.tail import count_above
+from latencyboard.sketches.sketch import Sketch, merge_many
+
+MINUTE = dt.timedelta(minutes=1)
+FOREVER = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+OUTCOMES = {
+    regression.Status.REGRESSION: lifecycle.Outcome.FIRING,
+    regression.Status.OK: lifecycle.Outcome.CLEAN,
+}
+
+
+@dataclass(frozen=True)
+class ReplayedAlert:
+    """An alert the rule would have raised: its stage, when it would have fired and
+    resolved (``None``: still open at the end), and its figures at firing."""
+
+    stage: str
+    fired_at: dt.datetime
+    resolved_at: dt.datetime | None
+    quantile: str
+    baseline_ms: float
+    current_ms: float
+    effect_pct: float
+    p_value: float
+
+
+@dataclass(frozen=True)
+class Replay:
+    """``evaluations`` minutes replayed from ``first`` to ``last`` (evaluation times), the
+    detector run on ``detector_runs`` of them; ``pages`` counts the incidents the alerts
+    form (alerts overlapping in time page once)."""
+
+    first: dt.datetime
+    last: dt.datetime
+    evaluations: int
+    detector_runs: int
+    alerts: tuple[ReplayedAlert, ...]
+    pages: int
+
+
+def replay(
+    baselines: Mapping[str, regression.Baseline],
+    minutes: Mapping[str, Mapping[int, Sketch]],
+    start: dt.datetime,
+    count: int,
+    window: int,
+    rule: regression.RegressionRule,
+    clean_needed: int,
+) -> Replay:
+    """Replay the detector over the minutes ``start + i`` (``i`` in ``0..count-1``):
+    ``minutes[stage][i]`` is that stage's sketch of minute ``i`` (absent: no values),
+    ``baselines`` the stages' baselines. Evaluations run at every minute boundary from
+    ``start + window`` to ``start + count``."""
+    screen = _screen(baselines, minutes, count, window, rule)
+    states = {stage: lifecycle.AlertState() for stage in minutes}
+    opened: dict[str, ReplayedAlert] = {}
+    alerts: list[ReplayedAlert] = []
+    runs = 0
+    times = range(window, count + 1)
+    for t in times:
+        if not screen[t] and not opened:
+            continue
+        runs += 1
+        at = start + t * MINUTE
+        windows = {
+            stage: merge_many(rows[i] for i in range(t - window, t) if i in rows)
+            for stage, rows in minutes.items()
+            if any(i in rows for i in range(t - window, t))
+        }
+        result = regression.evaluate(baselines, windows, rule)
+        for stage in result.stages:
+            outcome = OUTCOMES.get(stage.status, lifecycle.Outcome.NO_DATA)
+            states[stage.stage], transition = lifecycle.step(
+                states[stage.stage], outcome, clean_needed
+            )
+            if transition is lifecycle.Transition.FIRED:
+                opened[stage.stage] = _fired(stage, at)
+            elif transition is lifecycle.Transition.RESOLVED:
+                alerts.append(dataclasses.replace(opened.pop(stage.stage), resolved_at=at))
+    alerts.extend(opened.values())
+    alerts.sort(key=lambda alert: (alert.fired_at, alert.stage))
+    return Replay(
+        first=start + window * MINUTE,
+        last=start + count * MINUTE,
+        evaluations=len(times),
+        detector_runs=runs,
+        alerts=tuple(alerts),
+        pages=_pages(alerts),
+    )
+
+
+def _fired(stage: regression.StageResult, at: dt.datetime) -> ReplayedAlert:
+    test = stage.strongest
+    assert test is not None, "a regressed stage has a fired test"
+    return ReplayedAlert(
+        stage=stage.stage,
+        fired_at=at,
+        resolved_at=None,
+        quantile=quantile_name(test.q),
+        baseline_ms=test.baseline.estimate,
+        current_ms=test.current.estimate,
+        effect_pct=100.0 * test.effect_relative,
+        p_value=test.p_value,
+    )
+
+
+def _screen(
+    baselines: Mapping[str, regression.Baseline],
+    minutes: Mapping[str, Mapping[int, Sketch]],
+    count: int,
+    window: int,
+    rule: regression.RegressionRule,
+) -> np.ndarray:
+    """For each evaluation minute ``t`` (index ``t``), whether some test of it could be
+    significant: its own p-value at most ``family_alpha``."""
+    possible = np.zeros(count + 1, dtype=bool)
+    qs = rule.quantiles
+    for stage, rows in minutes.items():
+        baseline = baselines.get(stage)
+        if baseline is None or baseline.count < rule.min_baseline_count:
+            continue
+        thresholds = [figure.threshold for figure in baseline.figures(qs, rule.confidence)]
+        n = np.zeros(count + 1, dtype=np.int64)
+        k = np.zeros((count + 1, len(qs)), dtype=np.int64)
+        for i, sketch in rows.items():
+            n[i + 1] = sketch.count
+            k[i + 1] = count_above(sketch, thresholds)
+        n_sum, k_sum = np.cumsum(n), np.cumsum(k, axis=0)
+        for t in range(window, count + 1):
+            if possible[t]:
+                continue
+            n_w = int(n_sum[t] - n_sum[t - window])
+            for j, q in enumerate(qs):
+                k_w = int(k_sum[t, j] - k_sum[t - window, j])
+                expected = n_w * (1.0 - q)
+                if expected < rule.min_expected_above or k_w <= expected:
+                    continue
+                if binomial_upper_tail(k_w, n_w, 1.0 - q) <= rule.family_alpha:
+                    possible[t] = True
+                    break
+    return possible
+
+
+def _pages(alerts: list[ReplayedAlert]) -> int:
+    """How many incidents the alerts form: an alert firing while another is open joins it."""
+    pages = 0
+    open_until: dt.datetime | None = None
+    for alert in sorted(alerts, key=lambda a: a.fired_at):
+        until = alert.resolved_at or FOREVER
+        if open_until is None or alert.fired_at >= open_until:
+            pages += 1
+            open_until = until
+        else:
+            open_until = max(open_until, until)
+    return pages
