@@ -6,12 +6,15 @@ import datetime as dt
 import itertools
 from dataclasses import dataclass
 
+import numpy as np
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
 from ingest.decoding import DecodedSpan
 from latencyboard.alerts.models import OPEN_STATUSES, Incident
-from latencyboard.pipelines.models import Pipeline
+from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.rollups.models import StageShare
+from latencyboard.rollups.tails import root_keys
 from latencyboard.teams.models import Role, Team
 from latencyboard.teams.services import add_member, issue_ingest_token
 
@@ -102,3 +105,36 @@ def incident_for(
     return Incident.objects.create(
         pipeline=pipeline, status=status, title=title, opened_at=at, resolved_at=at
     )
+
+
+def make_stage_share(
+    stage: Stage,
+    resolution: str,
+    start: dt.datetime,
+    requests: int,
+    own: float,
+    tail_own: float,
+) -> StageShare:
+    """A stage-share row as the worker writes it, its requests in two root buckets: the
+    slowest hundredth (rounded down) at 1 s, the rest at 100 ms; ``tail_own`` of the stage's
+    ``own`` self time in the slow ones. So a window of such rows has its slowest 1% in the
+    slow buckets, shown from 1,000 requests on."""
+    slow = requests // 100
+    fast = requests - slow
+    return StageShare(
+        team=stage.pipeline.team,
+        pipeline=stage.pipeline,
+        stage=stage,
+        resolution=resolution,
+        bucket_start=start,
+        requests=requests,
+        self_ms_sum=own,
+        root_ms_sum=fast * 100.0 + slow * 1000.0,
+        root_keys=[_FAST_KEY, _SLOW_KEY],
+        key_requests=[fast, slow],
+        key_root_ms=[fast * 100.0, slow * 1000.0],
+        key_self_ms=[own - tail_own, tail_own],
+    )
+
+
+_FAST_KEY, _SLOW_KEY = (int(key) for key in root_keys(np.array([100.0, 1000.0])))

@@ -73,8 +73,14 @@ class _ChartView(APIView):
 @_chart(
     "pipeline_stage_breakdown",
     "Stage breakdown of a pipeline's requests, and how it moved",
-    "Mean self time per stage over all requests and over the slowest 1% (per minute) of the "
-    "window, with each stage's share; and the shares per step bucket.",
+    "Mean self time per stage over all requests and over the slowest 1% of the window (the "
+    "requests above the window's end-to-end p99, from the merged sketch buckets: exact up to "
+    "the p99's own 1% bucket), with each stage's share; and the shares per step bucket, each "
+    "bucket's slowest 1% above its own p99. With fewer than 10 requests above the p99 "
+    "(under some 1,000 requests) the tail figures are null: too few to mean anything. A "
+    "stage's self time is its duration less the union of its children's; children running "
+    "in parallel each keep their own, so shares divide the work done, which can exceed the "
+    "wall-clock time.",
     WindowQuerySerializer,
     StageBreakdownSerializer,
 )
@@ -90,9 +96,15 @@ class StageBreakdownView(_ChartView):
     "pipeline_bottleneck",
     "Bottleneck class of a pipeline",
     "Compute-, feature-, queue- or network/serialization-bound when one kind of work "
-    "dominates the stage self time of the slowest 1% (else of all requests) over the window; "
-    "balanced or unclassified otherwise. With the shares behind it, the usual remedies, and "
-    "the last change of class between buckets of `step`.",
+    "dominates the stage self time of the window's slowest 1% (the requests above its p99; "
+    "only when there are at least 10 of them), else of all requests; balanced or "
+    'unclassified otherwise. A kind dominates ("most of the tail") when its share is at '
+    "least 40% and at least 10 points above the next kind's. Fewer than 50 requests: "
+    "unclassified. The window read is `start` to `end` of the answer: minute rows where they "
+    "are kept, so never past the `end` asked for. With the shares behind it, the usual "
+    "remedies, and the last change of class between buckets of `step`: named only when the "
+    "new class held in 2 consecutive buckets of 50 requests or more and is the window's "
+    "class.",
     BottleneckQuerySerializer,
     BottleneckSerializer,
 )

@@ -3,13 +3,16 @@
 Each stage has a *kind* of work, found from its name (:func:`kind_of`): model execution
 (compute), fetching features (feature), waiting for a worker (queue), or moving and encoding
 bytes (network). A class's share of a cohort of requests is the sum of its stages' shares of
-their self time (``rollups.stage_share_queries``: all requests, and the slowest 1% of each minute).
+their self time (``rollups.stage_share_queries``: all requests, and the window's slowest 1%:
+the requests above its p99, see ``rollups.tails``).
 
 The rule (:func:`classify`), in order:
 
 1. Fewer than :data:`MIN_REQUESTS` requests: *unclassified* (too little data: one slow request
    would decide).
-2. The slowest 1% first, then all requests: the candidates are the four kinds (each the sum
+2. The slowest 1% first (only when it holds ``tails.MIN_TAIL_REQUESTS`` requests or more:
+   a class is never built on a handful of requests), then all requests: the candidates are
+   the four kinds (each the sum
    of its stages) and every stage of no known kind on its own. The leading candidate
    *dominates* when its share is at least :data:`DOMINANT_SHARE` and at least :data:`LEAD`
    above the runner-up. A dominating kind is the class, justified by that cohort's share; a
@@ -20,6 +23,13 @@ The rule (:func:`classify`), in order:
 
 Ties never dominate (a lead of 0 is below :data:`LEAD`), so two kinds at 45% each are
 balanced. A missing stage is simply a share of 0.
+
+The class's history (one class per bucket) reports a change only on evidence that survives
+the noise (:func:`last_change`): a bucket counts when it has :data:`MIN_REQUESTS` requests
+or more, and a new class must hold in :data:`CONFIRM_BUCKETS` consecutive counted buckets
+and be the window's own class; it changed from the last class that held before it. So the
+badge (the window's class) and the change named beside it always agree, and one noisy
+bucket never flips the class.
 """
 
 from __future__ import annotations
@@ -85,6 +95,9 @@ REMEDIES: Final[Mapping[Bottleneck, tuple[str, ...]]] = {
 MIN_REQUESTS: Final = 50
 """Fewer requests than this give no class: the slowest 1% would be a handful of requests."""
 
+CONFIRM_BUCKETS: Final = 2
+"""Consecutive buckets with enough data a new class must hold in for a change to be named."""
+
 DOMINANT_SHARE: Final = 0.4
 """A kind dominates a cohort from this share of its self time on (with :data:`LEAD`)."""
 
@@ -130,11 +143,12 @@ _WORD: Final = re.compile(r"[a-z0-9]+")
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """One stage's share of the self time of all requests and of the slowest 1% (0 to 1)."""
+    """One stage's share of the self time of all requests and of the slowest 1% (0 to 1;
+    None when the slowest 1% is too few requests to be shown)."""
 
     stage: str
     share_all: float
-    share_tail: float
+    share_tail: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,24 +248,32 @@ def classify(
             f"too little data: {requests} requests, {MIN_REQUESTS} needed",
         )
     kinds = {stage.stage: kind_of(stage.stage, names) for stage in stages}
-    for cohort in ("tail", "all"):
+    tail_shown = all(stage.share_tail is not None for stage in stages)
+    cohorts: tuple[Cohort, ...] = ("tail", "all") if tail_shown else ("all",)
+    for cohort in cohorts:
         leader = _dominant(stages, kinds, cohort)
         if leader is None:
             continue
         if isinstance(leader, Bottleneck):
             own = sorted(
                 (s for s in stages if kinds[s.stage] == leader),
-                key=lambda s: (-s.share_tail, -s.share_all, s.stage),
+                key=lambda s: (-(s.share_tail or 0.0), -s.share_all, s.stage),
             )
-            share_tail = sum(s.share_tail for s in own)
+            share_tail = sum(s.share_tail or 0.0 for s in own) if tail_shown else None
             share_all = sum(s.share_all for s in own)
             names_text = " and ".join(s.stage for s in own)
             verb = "is" if len(own) == 1 else "are"
             shares = {"tail": share_tail, "all": share_all}
             other = _OTHER_COHORT[cohort]
+            other_share = shares[other]
             reason = (
-                f"{names_text} {verb} {_percent(shares[cohort])} of {_COHORT_WORDS[cohort]} "
-                f"({_percent(shares[other])} of {_COHORT_WORDS[other]})"
+                f"{names_text} {verb} {_percent(shares[cohort] or 0.0)} of "
+                f"{_COHORT_WORDS[cohort]} "
+                + (
+                    f"({_percent(other_share)} of {_COHORT_WORDS[other]})"
+                    if other_share is not None
+                    else "(too few requests for a slowest 1%)"
+                )
             )
             return Classification(
                 leader,
@@ -262,7 +284,7 @@ def classify(
                 cohort,
                 reason,
             )
-        share = next(getattr(s, f"share_{cohort}") for s in stages if s.stage == leader)
+        share = next(getattr(s, f"share_{cohort}") or 0.0 for s in stages if s.stage == leader)
         return Classification(
             Bottleneck.UNCLASSIFIED,
             requests,
@@ -273,26 +295,43 @@ def classify(
             f"{leader} is {_percent(share)} of {_COHORT_WORDS[cohort]} and is not a model, "
             "feature, queue or network stage",
         )
-    largest = max(
-        _candidates(stages, kinds, "tail").items(), key=lambda item: item[1], default=None
-    )
+    first = cohorts[0]
+    largest = max(_candidates(stages, kinds, first).items(), key=lambda item: item[1], default=None)
     reason = (
-        f"no kind of work is {_percent(DOMINANT_SHARE)} or more of the slowest 1% or of all "
-        f"requests and {LEAD * 100:.0f} points ahead of the next"
+        f"no kind of work is {_percent(DOMINANT_SHARE)} or more of "
+        + " or of ".join(_COHORT_WORDS[c] for c in cohorts)
+        + f" and {LEAD * 100:.0f} points ahead of the next"
     )
     if largest is not None:
         name = WORK[largest[0]] if isinstance(largest[0], Bottleneck) else largest[0]
-        reason += f"; the largest in the slowest 1% is {name} at {_percent(largest[1])}"
+        reason += f"; the largest in {_COHORT_WORDS[first]} is {name} at {_percent(largest[1])}"
     return Classification(Bottleneck.BALANCED, requests, (), None, None, None, reason)
 
 
-def last_change(history: Sequence[tuple[dt.datetime, Classification]]) -> Change | None:
-    """The latest change of class between consecutive buckets of ``history`` (in time
-    order), skipping buckets with too little data; None when the class never changed."""
+def last_change(
+    history: Sequence[tuple[dt.datetime, Classification]], current: Bottleneck
+) -> Change | None:
+    """The latest change of class in ``history`` (in time order) to ``current`` (the class
+    of the whole window), by the rule of the module doc: buckets with too little data are
+    skipped, and a class counts once it holds in :data:`CONFIRM_BUCKETS` consecutive
+    buckets. The change is from the last class that held before, at the first bucket of
+    ``current`` since then. None when no such change happened (a class that never held is
+    noise, not a class to change from)."""
     known = [(at, c.bottleneck) for at, c in history if c.enough_data]
-    for (_, before), (at, after) in zip(reversed(known[:-1]), reversed(known[1:]), strict=True):
-        if before != after:
-            return Change(at, before, after)
+    runs: list[int] = []  # where each run that held starts, in ``known``
+    run_start = 0
+    for index, (_, bottleneck) in enumerate(known):
+        if index and bottleneck != known[index - 1][1]:
+            run_start = index
+        if index - run_start + 1 == CONFIRM_BUCKETS:
+            runs.append(run_start)
+    if not runs or known[runs[-1]][1] != current:
+        return None
+    since = runs[-1]
+    for start in reversed(runs[:-1]):
+        if known[start][1] != current:
+            return Change(known[since][0], known[start][1], current)
+        since = start
     return None
 
 
@@ -303,7 +342,7 @@ def _candidates(
     totals: dict[Bottleneck | str, float] = {}
     for stage in stages:
         key: Bottleneck | str = kinds[stage.stage] or stage.stage
-        totals[key] = totals.get(key, 0.0) + getattr(stage, f"share_{cohort}")
+        totals[key] = totals.get(key, 0.0) + (getattr(stage, f"share_{cohort}") or 0.0)
     return totals
 
 

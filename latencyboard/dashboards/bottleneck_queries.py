@@ -1,34 +1,33 @@
 """Reads of bottleneck classes: stored stage shares classified by ``dashboards.bottleneck``.
 
-Stage shares are summed per (pipeline, history bucket, stage) in the database, for all the
-pipelines asked at once: one statement whatever their number. A window's class comes from the
-sums over all its buckets; its history, one class per bucket, says when the class last changed.
+Stage shares are summed per (pipeline, bucket, stage) in the database, for all the pipelines
+asked at once (``rollups.stage_share_queries.bucket_shares``: four statements whatever their
+number). A window's class comes from the sums over the whole window, its tail the requests
+above the window's p99; its history, one class per bucket of ``step`` (each bucket's tail
+above its own p99), says when the class last changed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from django.conf import settings
-from django.db.models import DateTimeField, F, Func, Sum, Value
 
 from latencyboard.dashboards import bottleneck
-from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups.models import Resolution, StageShare
-from latencyboard.rollups.windows import floor_to
+from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.rollups import stage_share_queries, windows
+from latencyboard.rollups.stage_share_queries import BucketShares
 
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_HOUR: Final = dt.timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
 class PipelineBottleneck:
-    """A pipeline's class over ``[start, end)`` and its last change between buckets of
-    ``step`` (None: the same class in every bucket with enough data)."""
+    """A pipeline's class over ``[start, end)`` (the window read) and its last change
+    between buckets of ``step`` (None: no confirmed change, see ``bottleneck.last_change``)."""
 
     start: dt.datetime
     end: dt.datetime
@@ -37,43 +36,26 @@ class PipelineBottleneck:
     change: bottleneck.Change | None
 
 
-@dataclass
-class _Sums:
-    requests: int = 0
-    self_ms: dict[str, float] = field(default_factory=dict)
-    tail_self_ms: dict[str, float] = field(default_factory=dict)
-
-    def add(self, stage: str, requests: int, own: float, tail_own: float) -> None:
-        """Add one stage's sums over one bucket."""
-        # Every stage row of a bucket repeats its request counts; the root's stage is in
-        # every request, so the largest count over the stages is the bucket's.
-        self.requests = max(self.requests, requests)
-        self.self_ms[stage] = self.self_ms.get(stage, 0.0) + own
-        self.tail_self_ms[stage] = self.tail_self_ms.get(stage, 0.0) + tail_own
-
-    def merge(self, other: _Sums) -> None:
-        """Add another bucket's sums."""
-        self.requests += other.requests
-        for stage, own in other.self_ms.items():
-            self.self_ms[stage] = self.self_ms.get(stage, 0.0) + own
-            self.tail_self_ms[stage] = self.tail_self_ms.get(stage, 0.0) + other.tail_self_ms[stage]
-
-    def classify(self) -> bottleneck.Classification:
-        """The class of these sums, stages named in ``BOTTLENECK_STAGE_KINDS`` as set there."""
-        own, tail = self.self_ms, self.tail_self_ms
-        total, tail_total = sum(own.values()), sum(tail.values())
-        return bottleneck.classify(
-            self.requests,
-            [
-                bottleneck.Share(
-                    stage,
-                    own[stage] / total if total else 0.0,
-                    tail[stage] / tail_total if tail_total else 0.0,
-                )
-                for stage in sorted(own)
-            ],
-            settings.BOTTLENECK_STAGE_KINDS,
-        )
+def classify(shares: BucketShares | None, names: dict[int, str]) -> bottleneck.Classification:
+    """The class of one bucket's sums, stages named in ``BOTTLENECK_STAGE_KINDS`` as set
+    there; the slowest 1% only where it holds enough requests to be shown."""
+    if shares is None:
+        return bottleneck.classify(0, [], settings.BOTTLENECK_STAGE_KINDS)
+    own, tail = shares.self_ms, shares.tail_self_ms
+    total, tail_total = sum(own.values()), sum(tail.values())
+    shown = shares.cut.enough
+    return bottleneck.classify(
+        shares.cut.requests,
+        [
+            bottleneck.Share(
+                names[stage_id],
+                own[stage_id] / total if total else 0.0,
+                (tail.get(stage_id, 0.0) / tail_total if tail_total else 0.0) if shown else None,
+            )
+            for stage_id in sorted(own, key=lambda stage_id: names[stage_id])
+        ],
+        settings.BOTTLENECK_STAGE_KINDS,
+    )
 
 
 def bottlenecks(
@@ -82,48 +64,39 @@ def bottlenecks(
     """The class of each pipeline (by id) over the requests whose root started in
     ``[start, end)``, and when it last changed between buckets of ``step``.
 
-    Steps under an hour read minute rows, longer ones hour rows (an hour row holds its
-    minutes as soon as they are written); ``start`` is rounded down to the row length. The
-    caller has checked the user may see the pipelines.
+    Rows are read as the stage breakdown reads them (``windows.plan_window`` at a minute
+    step): minutes where they are kept, so the window is never widened past the ``end``
+    asked for, hours or days only where minutes have expired (the answer's ``start`` and
+    ``end`` say what was read). The caller has checked the user may see the pipelines.
     """
-    resolution = Resolution.MINUTE if step < _HOUR else Resolution.HOUR
-    start = floor_to(start, dt.timedelta(minutes=1) if step < _HOUR else _HOUR)
-    rows = (
-        StageShare.objects.filter(
-            pipeline__in=pipelines,
-            resolution=resolution,
-            bucket_start__gte=start,
-            bucket_start__lt=end,
-        )
-        .annotate(
-            bucket=Func(
-                Value(step),
-                F("bucket_start"),
-                Value(_EPOCH),
-                function="date_bin",
-                output_field=DateTimeField(),
-            )
-        )
-        .values("pipeline_id", "bucket", "stage__name")
-        .annotate(
-            requests_sum=Sum("requests"),
-            own=Sum("self_ms_sum"),
-            tail_own=Sum("tail_self_ms_sum"),
-        )
-        .values_list("pipeline_id", "bucket", "stage__name", "requests_sum", "own", "tail_own")
-    )
-    buckets: dict[int, dict[dt.datetime, _Sums]] = defaultdict(lambda: defaultdict(_Sums))
-    for pipeline_id, bucket, stage, requests, own, tail_own in rows:
-        buckets[pipeline_id][bucket].add(stage, int(requests), own, tail_own)
+    stored = stage_share_queries.stored_share_rows_of(pipelines)
+    plans = {
+        pipeline.pk: windows.plan_window(start, end, 60, stored[pipeline.pk])
+        for pipeline in pipelines
+    }
+    segments = [
+        segment
+        for pipeline in pipelines
+        for segment in stage_share_queries.segments_of(pipeline, plans[pipeline.pk])
+    ]
+    origin = min((plan.start for plan in plans.values()), default=start)
+    whole = stage_share_queries.bucket_shares(segments, stage_share_queries.WHOLE_WINDOW, origin)
+    history = stage_share_queries.bucket_shares(segments, step, _EPOCH)
+    names = dict(Stage.objects.filter(pipeline__in=pipelines).values_list("pk", "name"))
     result = {}
     for pipeline in pipelines:
-        history = [
-            (bucket, sums.classify()) for bucket, sums in sorted(buckets[pipeline.pk].items())
-        ]
-        whole = _Sums()
-        for sums in buckets[pipeline.pk].values():
-            whole.merge(sums)
+        classification = classify(whole.get((pipeline.pk, origin)), names)
+        buckets = sorted(
+            ((bucket, shares) for (pk, bucket), shares in history.items() if pk == pipeline.pk),
+            key=lambda item: item[0],
+        )
+        classes = [(bucket, classify(shares, names)) for bucket, shares in buckets]
+        plan = plans[pipeline.pk]
         result[pipeline.pk] = PipelineBottleneck(
-            start, end, step, whole.classify(), bottleneck.last_change(history)
+            plan.start,
+            plan.end,
+            step,
+            classification,
+            bottleneck.last_change(classes, classification.bottleneck),
         )
     return result

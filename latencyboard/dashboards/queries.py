@@ -16,12 +16,10 @@ from typing import Final
 
 import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import DateTimeField, F, Func, Sum, Value
 
 from latencyboard.dashboards import deployments
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import cohort_queries, stage_share_queries, windows
-from latencyboard.rollups.models import StageShare
 from latencyboard.sla.models import Objective
 from latencyboard.spans.models import Span
 
@@ -113,10 +111,11 @@ def share_series(
 ) -> ShareSeries:
     """Each stage's share of self time per step bucket, over all requests and over the tail,
     with the definitions of ``rollups.stage_share_queries.stage_breakdown`` applied bucket
-    by bucket.
+    by bucket: a bucket's tail is its requests above its own p99, and a bucket whose tail is
+    too small to be shown has no tail shares (None).
 
-    Stage-share rows are summed per bucket in the database (one statement, one index range
-    per resolution segment of :func:`windows.plan_window`); ``stored`` is
+    Stage-share rows are summed per bucket in the database
+    (``stage_share_queries.bucket_shares``); ``stored`` is
     :func:`stage_share_queries.stored_share_rows` when the caller read it already. Raises ValueError
     for a step or window that ``windows`` rejects.
     """
@@ -124,39 +123,24 @@ def share_series(
         stored = stage_share_queries.stored_share_rows(pipeline)
     plan = windows.plan_window(start, end, int(step.total_seconds()), stored)
     bucket_step = dt.timedelta(seconds=plan.step_seconds)
-    first, *others = (
-        StageShare.objects.filter(
-            pipeline=pipeline,
-            resolution=segment.resolution,
-            bucket_start__gte=segment.start,
-            bucket_start__lt=segment.end,
-        )
-        .annotate(
-            bucket=Func(
-                Value(bucket_step),
-                F("bucket_start"),
-                Value(_EPOCH),
-                function="date_bin",
-                output_field=DateTimeField(),
-            )
-        )
-        .values("bucket", "stage_id")
-        .annotate(self_all=Sum("self_ms_sum"), self_tail=Sum("tail_self_ms_sum"))
-        .values_list("bucket", "stage_id", "self_all", "self_tail")
-        for segment in plan.segments
+    found = stage_share_queries.bucket_shares(
+        stage_share_queries.segments_of(pipeline, plan), bucket_step, _EPOCH
     )
-    rows = list(first.union(*others, all=True))
     names = dict(pipeline.stages.values_list("pk", "name"))
-    stage_ids = sorted({row[1] for row in rows})
+    stage_ids = sorted({stage_id for shares in found.values() for stage_id in shares.self_ms})
     column = {stage_id: index for index, stage_id in enumerate(stage_ids)}
-    sums = np.zeros((2, len(stage_ids), plan.bucket_count))
-    for bucket, stage_id, self_all, self_tail in rows:
+    sums = np.full((2, len(stage_ids), plan.bucket_count), np.nan)
+    for (_, bucket), shares in found.items():
         index = (bucket - plan.start) // bucket_step
-        sums[0, column[stage_id], index] += self_all
-        sums[1, column[stage_id], index] += self_tail
+        for cohort, sums_of in enumerate((shares.self_ms, shares.tail_self_ms)):
+            if not sums_of:
+                continue  # a tail too small to be shown stays a gap
+            sums[cohort, :, index] = 0.0
+            for stage_id, own in sums_of.items():
+                sums[cohort, column[stage_id], index] = own
     totals = sums.sum(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        shares = np.where(totals > 0, sums / totals, np.nan)
+        shares_of = np.where(totals > 0, sums / totals, np.nan)
     return ShareSeries(
         start=plan.start,
         end=plan.end,
@@ -166,8 +150,8 @@ def share_series(
             StageShareSeries(
                 stage_id,
                 names[stage_id],
-                tuple(present(shares[0, index])),
-                tuple(present(shares[1, index])),
+                tuple(present(shares_of[0, index])),
+                tuple(present(shares_of[1, index])),
             )
             for index, stage_id in enumerate(stage_ids)
         ),

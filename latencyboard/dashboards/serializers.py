@@ -10,7 +10,7 @@ from rest_framework import serializers
 from latencyboard import bounds
 from latencyboard.dashboards import bottleneck
 from latencyboard.pipelines.mapping import END_TO_END
-from latencyboard.rollups import windows
+from latencyboard.rollups import tails, windows
 from latencyboard.rollups.queries import DEFAULT_QUANTILES
 
 
@@ -96,10 +96,14 @@ class StageFiguresSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(source="stage")
     mean_self_ms_all = serializers.FloatField(help_text="Mean self time per request.")
     mean_self_ms_tail = serializers.FloatField(
-        help_text="Mean self time per request among the slowest 1% (per minute)."
+        allow_null=True,
+        help_text="Mean self time per request among the slowest 1% of the window (the "
+        "requests above its p99); null when they are too few to be shown.",
     )
     share_all = serializers.FloatField(help_text="Share of all requests' self time, 0 to 1.")
-    share_tail = serializers.FloatField(help_text="Share of the slowest 1%'s self time.")
+    share_tail = serializers.FloatField(
+        allow_null=True, help_text="Share of the slowest 1%'s self time; null as above."
+    )
 
 
 class StageShareSeriesSerializer(serializers.Serializer[Any]):
@@ -125,7 +129,19 @@ class StageBreakdownSerializer(serializers.Serializer[Any]):
     start = serializers.DateTimeField(source="summary.start")
     end = serializers.DateTimeField(source="summary.end")
     requests = serializers.IntegerField(source="summary.requests")
-    tail_requests = serializers.IntegerField(source="summary.tail_requests")
+    tail_requests = serializers.IntegerField(
+        source="summary.tail_requests", help_text="Requests above the window's p99."
+    )
+    p99_ms = serializers.FloatField(
+        source="summary.p99_ms",
+        allow_null=True,
+        help_text="The window's end-to-end p99 (within 1%) the slowest 1% is above.",
+    )
+    tail_shown = serializers.BooleanField(
+        source="summary.tail_shown",
+        help_text=f"Whether the slowest 1% holds at least {tails.MIN_TAIL_REQUESTS} requests: "
+        "fewer (a window of under some 1,000 requests) give no tail figures.",
+    )
     mean_root_ms_all = serializers.FloatField(source="summary.mean_root_ms_all", allow_null=True)
     mean_root_ms_tail = serializers.FloatField(source="summary.mean_root_ms_tail", allow_null=True)
     stages = StageFiguresSerializer(source="summary.stages", many=True)
@@ -219,7 +235,8 @@ class BottleneckSerializer(serializers.Serializer[Any]):
     share_tail = serializers.FloatField(
         source="classification.share_tail",
         allow_null=True,
-        help_text="The class's share of the slowest 1%'s self time, 0 to 1.",
+        help_text="The class's share of the slowest 1%'s self time, 0 to 1 (the requests "
+        "above the window's p99; null when they are too few to decide anything).",
     )
     share_all = serializers.FloatField(
         source="classification.share_all",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from latencyboard.pipelines.models import Pipeline, Stage
@@ -127,31 +128,31 @@ class StageShare(BucketRow):
 
     A request is a root span of the pipeline and the spans below it; it belongs to the bucket
     its root started in (see ``latencyboard.rollups.stage_share_minutes`` for self time,
-    nested roots and orphans). ``requests``, ``tail_requests``, ``root_ms_sum`` and
-    ``tail_root_ms_sum`` describe the pipeline's whole bucket and are repeated on each of its
-    stages' rows. ``self_ms_sum`` adds this stage's self time over those requests (a stage
-    appearing twice in a request counts twice); the ``tail_`` sums do the same over the
-    bucket's slowest 1% of requests by root duration (at least one). Means are sums over
-    counts, at any resolution.
+    nested roots and orphans). ``requests`` and ``root_ms_sum`` describe the pipeline's whole
+    bucket and are repeated on each of its stages' rows, as are ``root_keys`` (the sketch
+    buckets of the requests' root durations, ascending), ``key_requests`` (requests per
+    bucket) and ``key_root_ms`` (their root durations summed). ``self_ms_sum`` adds this
+    stage's self time over the requests (a stage appearing twice in a request counts twice),
+    ``key_self_ms`` the same per root bucket. Means are sums over counts, at any resolution.
+
+    The root buckets are what let any window, summed from rows of any resolution, find its
+    own slowest 1% (``rollups.tails``): the requests above the window's p99, not each
+    minute's slowest few.
 
     Minute rows are written once the minute is complete plus ``STAGE_SHARE_GRACE_SECONDS``:
     spans stored later are in the ``Rollup`` counts and sketches but not here. Hours and days
-    are sums of their minutes, so an hour's tail is the union of its minutes' tails, not the
-    slowest 1% of the hour's requests: a bad minute weighs in with its own slowest 1% only.
-    That is accepted because it is what makes any window a sum of rows, like every other
-    figure here (a true hourly cohort needs every request of the hour at once), and because
-    the question asked of the tail, where a slow request's time goes, is answered by the
-    typical minute's slowest requests as well as by the hour's.
+    are sums of their minutes, bucket by bucket.
     """
 
     pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="stage_shares")
     stage = models.ForeignKey(Stage, on_delete=models.CASCADE, related_name="stage_shares")
     requests = models.BigIntegerField()
     self_ms_sum = models.FloatField()
-    tail_requests = models.BigIntegerField()
-    tail_self_ms_sum = models.FloatField()
     root_ms_sum = models.FloatField()
-    tail_root_ms_sum = models.FloatField()
+    root_keys = ArrayField(models.IntegerField(), default=list)
+    key_requests = ArrayField(models.BigIntegerField(), default=list)
+    key_root_ms = ArrayField(models.FloatField(), default=list)
+    key_self_ms = ArrayField(models.FloatField(), default=list)
 
     class Meta:
         constraints = _identity(["pipeline", "stage"], "stage_share_identity_unique")

@@ -274,6 +274,14 @@ def stored_rows(
     return _stored(rollup_reads.row_bounds(table, pipeline_id, windows.RESOLUTIONS))
 
 
+def stored_rows_of(
+    table: str, pipeline_ids: Sequence[int]
+) -> dict[int, dict[windows.Resolution, windows.StoredRows | None]]:
+    """:func:`stored_rows` of several pipelines (by id) in one query."""
+    found = rollup_reads.row_bounds_of(table, pipeline_ids, windows.RESOLUTIONS)
+    return {pipeline_id: _stored(bounds) for pipeline_id, bounds in found.items()}
+
+
 def _stored(bounds: rollup_reads.RowBounds) -> dict[windows.Resolution, windows.StoredRows | None]:
     kept = {resolution: bounds[resolution] for resolution in windows.RESOLUTIONS}
     return {

@@ -3,7 +3,8 @@
 The stage-share worker reads one pipeline's spans of some complete traces
 (:func:`latencyboard.storage.stage_share_rows.trace_spans`) and turns them into one
 :class:`StageMinute` per (minute, stage) (:func:`stage_minutes`): the sums behind "mean self
-time per request" over all requests and over the slowest 1% of them.
+time per request" over all requests and, per root-duration bucket, over the slowest 1% of
+any window.
 
 Definitions, all within one pipeline (a trace's spans of other pipelines are not read):
 
@@ -24,8 +25,9 @@ Definitions, all within one pipeline (a trace's spans of other pipelines are not
   time, its full duration less its own children, goes to its own stage, in the request of its
   trace's earliest root (ties: the lowest span id). Spans hanging under a cycle of parent ids
   count as orphans too. In a trace without a root they count nowhere.
-- The *tail* of a minute is its slowest ``ceil(requests / 100)`` requests by root duration
-  (so at least one; ties go to the lower trace id, then the lower root span id).
+- Each minute's requests are also counted per root-duration bucket (the sketch's buckets),
+  with their root durations and each stage's self time per bucket: what lets a window of
+  any length find its own slowest 1% (``rollups.tails``) from sums of rows.
 - A span id stored twice in one trace (with two start times) counts once, as either copy.
 
 Everything is done on whole arrays, never one Python step per span or trace: a backlog can
@@ -41,10 +43,12 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from latencyboard.rollups import tails
 from latencyboard.storage.stage_share_rows import StageMinute, TraceSpans
 
 _NS_PER_MINUTE: Final = 60 * 10**9
 _NS_PER_MS: Final = 10**6
+_KEY_BITS: Final = 17  # every bucket key less ZERO_KEY is below 2**17
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -59,62 +63,72 @@ def self_time_ns(spans: TraceSpans) -> IntArray:
 
 
 def stage_minutes(spans: TraceSpans) -> list[StageMinute]:
-    """Sum the spans' self times per (minute of their request's root, stage).
+    """Sum the spans' self times per (minute of their request's root, stage), in all and
+    per root-duration bucket of the minute.
 
     A stage present in a request has its row even when its self time is 0, so every minute
-    with requests has a row for its roots' stages at least. Sorted by (minute, stage).
+    with requests has a row for its roots' stages at least. Sorted by (minute, stage). Every
+    row of a minute has the minute's buckets, in key order (a stage absent from a bucket's
+    requests has 0 there).
     """
     tree = _Tree.of(spans)
     roots = np.flatnonzero(tree.is_root & tree.kept)  # in (trace, span id) order
     if not len(roots):
         return []
     minute, duration = tree.minute[roots], tree.duration[roots]
+    key = tails.root_keys(duration / _NS_PER_MS)
 
-    # Each minute's requests, slowest first (a stable sort keeps ties in trace order): the
-    # first ceil(n / 100) of them are its tail.
-    by_speed = np.lexsort((-duration, minute))
-    first = _starts(minute[by_speed])
-    minute_start = np.flatnonzero(first)
-    minute_of_sorted = np.cumsum(first) - 1
-    requests = np.diff(np.append(minute_start, len(roots)))
-    rank = np.arange(len(roots)) - minute_start[minute_of_sorted]
-    minute_of = np.empty(len(roots), dtype=np.int64)
-    minute_of[by_speed] = minute_of_sorted
-    tail = np.empty(len(roots), dtype=np.bool_)
-    tail[by_speed] = rank < -(-requests[minute_of_sorted] // 100)
-    minutes = len(requests)
-    tail_requests = np.bincount(minute_of[tail], minlength=minutes)
+    # Each request's (minute, root bucket) slot: the minutes' buckets, each minute's in order,
+    # are the slots; every row of a minute has one entry per slot of its minute.
+    slots, slot_of = np.unique((minute << _KEY_BITS) | (key - tails.ZERO_KEY), return_inverse=True)
+    slot_of = slot_of.reshape(-1)
+    slot_minute = slots >> _KEY_BITS
+    slot_bucket = (slots & ((1 << _KEY_BITS) - 1)) + tails.ZERO_KEY
+    first = _starts(slot_minute)
+    minute_first_slot = np.flatnonzero(first)
+    minute_of_slot = np.cumsum(first) - 1
+    minute_of = minute_of_slot[slot_of]
+    minutes = len(minute_first_slot)
+    slot_requests = np.bincount(slot_of, minlength=len(slot_minute))
+    slot_root_ns = _sum_by(slot_of, duration, len(slot_minute))
+    requests = np.bincount(minute_of, minlength=minutes)
     root_ns = _sum_by(minute_of, duration, minutes)
-    tail_root_ns = _sum_by(minute_of[tail], duration[tail], minutes)
 
-    # Each counted span adds its self time to the cell (its request's minute, its stage).
+    # Each counted span adds its self time to the cell (its request's minute, its stage), and
+    # to the entry of its request's slot in that cell's row.
     root_number = np.full(len(tree.order), -1, dtype=np.int64)
     root_number[roots] = np.arange(len(roots))
     counted = tree.request >= 0
     request = root_number[tree.request[counted]]
     stage, self_ns = tree.stage[counted], tree.self_ns[counted]
     stages = np.unique(stage)
-    cell = minute_of[request] * len(stages) + np.searchsorted(stages, stage)
+    stage_index = np.searchsorted(stages, stage)
+    cell = minute_of[request] * len(stages) + stage_index
     cells = minutes * len(stages)
     present = np.flatnonzero(np.bincount(cell, minlength=cells))
-    in_tail = tail[request]
     self_sum = _sum_by(cell, self_ns, cells)
-    tail_self_sum = _sum_by(cell[in_tail], self_ns[in_tail], cells)
+    slot_self = _sum_by(
+        stage_index * len(slot_minute) + slot_of[request], self_ns, len(stages) * len(slot_minute)
+    ).reshape(len(stages), len(slot_minute))
 
-    bucket = minute[by_speed[minute_start]] * 60
-    return [
-        StageMinute(
-            bucket=int(bucket[m]),
-            stage_id=int(stages[c % len(stages)]),
-            requests=int(requests[m]),
-            tail_requests=int(tail_requests[m]),
-            self_ms_sum=int(self_sum[c]) / _NS_PER_MS,
-            tail_self_ms_sum=int(tail_self_sum[c]) / _NS_PER_MS,
-            root_ms_sum=int(root_ns[m]) / _NS_PER_MS,
-            tail_root_ms_sum=int(tail_root_ns[m]) / _NS_PER_MS,
+    bounds = np.append(minute_first_slot, len(slot_minute))
+    rows = []
+    for c, m in zip(present.tolist(), (present // len(stages)).tolist(), strict=True):
+        lo, hi = bounds[m], bounds[m + 1]
+        rows.append(
+            StageMinute(
+                bucket=int(slot_minute[lo]) * 60,
+                stage_id=int(stages[c % len(stages)]),
+                requests=int(requests[m]),
+                self_ms_sum=int(self_sum[c]) / _NS_PER_MS,
+                root_ms_sum=int(root_ns[m]) / _NS_PER_MS,
+                root_keys=tuple(slot_bucket[lo:hi].tolist()),
+                key_requests=tuple(slot_requests[lo:hi].tolist()),
+                key_root_ms=tuple((slot_root_ns[lo:hi] / _NS_PER_MS).tolist()),
+                key_self_ms=tuple((slot_self[c % len(stages), lo:hi] / _NS_PER_MS).tolist()),
+            )
         )
-        for c, m in zip(present.tolist(), (present // len(stages)).tolist(), strict=True)
-    ]
+    return rows
 
 
 @dataclass(frozen=True, slots=True)

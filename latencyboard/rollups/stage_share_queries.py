@@ -4,16 +4,18 @@ tail, over a window (what the dashboard's flame-style breakdown draws)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
-from django.db.models import BigIntegerField
-from django.db.models.functions import Cast, Extract
+import numpy as np
 
+from latencyboard.db import psycopg_cursor, read_connection
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups import windows
-from latencyboard.rollups.models import StageShare
-from latencyboard.rollups.queries import stored_rows
-from latencyboard.storage import tables
+from latencyboard.rollups import tails, windows
+from latencyboard.rollups.queries import stored_rows, stored_rows_of
+from latencyboard.storage import stage_share_rows, tables
 
 StoredRows = dict[windows.Resolution, windows.StoredRows | None]
 
@@ -21,32 +23,107 @@ StoredRows = dict[windows.Resolution, windows.StoredRows | None]
 @dataclass(frozen=True, slots=True)
 class StageFigures:
     """One stage's mean self time per request, over all requests and over the tail, and its
-    share of the requests' total self time (all shares of a breakdown add up to 1)."""
+    share of the requests' total self time (all shares of a breakdown add up to 1). The tail
+    figures are None where the window's tail is too small to give them (``tails``)."""
 
     stage_id: int
     stage: str
     mean_self_ms_all: float
-    mean_self_ms_tail: float
+    mean_self_ms_tail: float | None
     share_all: float
-    share_tail: float
+    share_tail: float | None
 
 
 @dataclass(frozen=True, slots=True)
 class StageBreakdown:
-    """Answer to :func:`stage_breakdown`; ``stages`` is empty when no request was counted."""
+    """Answer to :func:`stage_breakdown`; ``stages`` is empty when no request was counted.
+
+    ``tail_requests`` are the requests above the window's p99 (``p99_ms``); ``tail_shown``
+    says whether they are enough (``tails.MIN_TAIL_REQUESTS``) for the tail figures."""
 
     start: dt.datetime  # the window read, widened to whole rows
     end: dt.datetime
     requests: int
     tail_requests: int
+    p99_ms: float | None
+    tail_shown: bool
     mean_root_ms_all: float | None  # end-to-end mean of the same requests; None without any
     mean_root_ms_tail: float | None
     stages: tuple[StageFigures, ...]  # largest share of all requests first
 
 
+@dataclass(frozen=True, slots=True)
+class BucketShares:
+    """The stage sums of one step bucket of one pipeline: over all its requests and over its
+    tail (``tail_self_ms`` is empty when the tail is too small to be shown)."""
+
+    cut: tails.TailCut
+    root_ms: float
+    tail_root_ms: float
+    self_ms: dict[int, float]
+    tail_self_ms: dict[int, float]
+
+
+WHOLE_WINDOW: Final = dt.timedelta(days=36500)
+"""A step longer than any window: with the window's start as origin, one bucket for all."""
+
+
+def bucket_shares(
+    segments: Sequence[stage_share_rows.WindowSegment],
+    stride: dt.timedelta,
+    origin: dt.datetime,
+) -> dict[tuple[int, dt.datetime], BucketShares]:
+    """The stage sums of each (pipeline, step bucket) of ``segments``' rows, the step buckets
+    being ``date_bin(stride, bucket_start, origin)``, each bucket's tail the requests above
+    its own p99 (``tails.tail_cut``). The one home of "the slowest 1% of a window": the
+    breakdown, its history and the bottleneck class all read it. Two statements, whatever
+    the number of pipelines or buckets."""
+    cursor = psycopg_cursor(server_side_binding=False, db=read_connection)
+    found: dict[tuple[int, dt.datetime], list[tuple[int, int, float]]] = defaultdict(list)
+    for pipeline_id, bucket, key, requests, root_ms in stage_share_rows.root_distribution(
+        cursor, segments, stride, origin
+    ):
+        found[(pipeline_id, bucket)].append((key, requests, root_ms))
+    result = {}
+    for where, rows in found.items():
+        keys = np.array([row[0] for row in rows], dtype=np.int64)
+        counts = np.array([row[1] for row in rows], dtype=np.int64)
+        root = np.array([row[2] for row in rows], dtype=np.float64)
+        cut = tails.tail_cut(keys, counts)
+        above = keys > (cut.key if cut.key is not None else keys.max())
+        result[where] = BucketShares(cut, float(root.sum()), float(root[above].sum()), {}, {})
+    cuts = [
+        (pipeline_id, bucket, shares.cut.key)
+        for (pipeline_id, bucket), shares in result.items()
+        if shares.cut.enough and shares.cut.key is not None
+    ]
+    for pipeline_id, bucket, stage_id, own, tail_own in stage_share_rows.stage_sums(
+        cursor, segments, stride, origin, cuts
+    ):
+        shares = result[(pipeline_id, bucket)]
+        shares.self_ms[stage_id] = own
+        if tail_own is not None:
+            shares.tail_self_ms[stage_id] = tail_own
+    return result
+
+
 def stored_share_rows(pipeline: Pipeline) -> StoredRows:
     """Oldest and newest stage-share row of each resolution (see ``queries.stored_rows``)."""
     return stored_rows(tables.STAGE_SHARE, pipeline.pk)
+
+
+def stored_share_rows_of(pipelines: Sequence[Pipeline]) -> dict[int, StoredRows]:
+    """:func:`stored_share_rows` of several pipelines (by id) in one query."""
+    return stored_rows_of(tables.STAGE_SHARE, [pipeline.pk for pipeline in pipelines])
+
+
+def segments_of(
+    pipeline: Pipeline, plan: windows.WindowPlan
+) -> list[stage_share_rows.WindowSegment]:
+    return [
+        stage_share_rows.WindowSegment(pipeline.pk, part.resolution, part.start, part.end)
+        for part in plan.segments
+    ]
 
 
 def stage_breakdown(
@@ -56,7 +133,8 @@ def stage_breakdown(
 
     Rows are read per :func:`windows.plan_window` at a one-minute step: minutes where they
     are kept, else hours or days (then the window widens to whole hours or days). The tail
-    of a window is the union of its minutes' slowest 1% (see ``StageShare``).
+    of the window is its requests above the window's p99 (``rollups.tails``), shown only
+    when they are at least ``tails.MIN_TAIL_REQUESTS``.
 
     Shares divide each stage's self time by the total of all stages'. When no two spans of
     a request overlap that total is the end-to-end time, and a share is the stage's part of
@@ -70,61 +148,38 @@ def stage_breakdown(
     if stored is None:
         stored = stored_share_rows(pipeline)
     plan = windows.plan_window(start, end, 60, stored)
-    first, *others = (
-        StageShare.objects.filter(
-            pipeline=pipeline,
-            resolution=segment.resolution,
-            bucket_start__gte=segment.start,
-            bucket_start__lt=segment.end,
-        )
-        .annotate(epoch=Cast(Extract("bucket_start", "epoch"), BigIntegerField()))
-        .values_list(
-            "epoch",
-            "stage_id",
-            "stage__name",
-            "requests",
-            "tail_requests",
-            "root_ms_sum",
-            "tail_root_ms_sum",
-            "self_ms_sum",
-            "tail_self_ms_sum",
-        )
-        for segment in plan.segments
+    found = bucket_shares(segments_of(pipeline, plan), WHOLE_WINDOW, plan.start).get(
+        (pipeline.pk, plan.start)
     )
-    # Segments never overlap in time, so a bucket start names one bucket: its request
-    # totals, repeated on each of its stages' rows, are counted once.
-    totals: dict[int, tuple[int, int, float, float]] = {}
-    sums: dict[tuple[int, str], tuple[float, float]] = {}
-    for epoch, stage_id, name, requests, tail, root, tail_root, own, tail_own in first.union(
-        *others, all=True
-    ):
-        totals[epoch] = (requests, tail, root, tail_root)
-        all_sum, tail_sum = sums.get((stage_id, name), (0.0, 0.0))
-        sums[(stage_id, name)] = (all_sum + own, tail_sum + tail_own)
-    requests = sum(total[0] for total in totals.values())
-    tail_requests = sum(total[1] for total in totals.values())
-    if not requests:
-        return StageBreakdown(plan.start, plan.end, 0, 0, None, None, ())
-    self_all = sum(all_sum for all_sum, _ in sums.values())
-    self_tail = sum(tail_sum for _, tail_sum in sums.values())
+    if found is None or not found.cut.requests:
+        return StageBreakdown(plan.start, plan.end, 0, 0, None, False, None, None, ())
+    cut = found.cut
+    names = dict(pipeline.stages.values_list("pk", "name"))
+    self_all = sum(found.self_ms.values())
+    self_tail = sum(found.tail_self_ms.values())
+    shown = cut.enough
     figures = [
         StageFigures(
             stage_id=stage_id,
-            stage=name,
-            mean_self_ms_all=all_sum / requests,
-            mean_self_ms_tail=tail_sum / tail_requests,
-            share_all=all_sum / self_all if self_all else 0.0,
-            share_tail=tail_sum / self_tail if self_tail else 0.0,
+            stage=names[stage_id],
+            mean_self_ms_all=own / cut.requests,
+            mean_self_ms_tail=found.tail_self_ms[stage_id] / cut.tail_requests if shown else None,
+            share_all=own / self_all if self_all else 0.0,
+            share_tail=(found.tail_self_ms[stage_id] / self_tail if self_tail else 0.0)
+            if shown
+            else None,
         )
-        for (stage_id, name), (all_sum, tail_sum) in sums.items()
+        for stage_id, own in found.self_ms.items()
     ]
     figures.sort(key=lambda f: (-f.share_all, f.stage))
     return StageBreakdown(
         start=plan.start,
         end=plan.end,
-        requests=requests,
-        tail_requests=tail_requests,
-        mean_root_ms_all=sum(total[2] for total in totals.values()) / requests,
-        mean_root_ms_tail=sum(total[3] for total in totals.values()) / tail_requests,
+        requests=cut.requests,
+        tail_requests=cut.tail_requests,
+        p99_ms=cut.p99_ms,
+        tail_shown=shown,
+        mean_root_ms_all=found.root_ms / cut.requests,
+        mean_root_ms_tail=found.tail_root_ms / cut.tail_requests if shown else None,
         stages=tuple(figures),
     )

@@ -9,7 +9,9 @@ are written, and each step replaces the rows from the watermark up to a new one 
 it, in one transaction, so a crash never skips or doubles a minute. Moving a watermark back
 by hand (within the minute retention) recomputes from there.
 
-Hours and days are recomputed as sums of their minutes and hours in the same transaction.
+Hours and days are recomputed as sums of their minutes and hours in the same transaction,
+root-duration bucket by bucket, so a window read from hours finds its slowest 1% as one
+read from minutes does.
 Retention follows the rollups' ``ROLLUP_*_DAYS``, so shares can be read at the resolutions
 percentiles are; minutes (hours) are kept until the watermark has left their hour (day),
 which the next step re-sums.
@@ -190,7 +192,7 @@ def _step(
             span_count = len(spans)
         if _replace_minutes(cursor, team_id, pipeline_id, done_until, end, rows):
             for level in (_HOURS, _DAYS):
-                _sum_finer(cursor, level, pipeline_id, done_until, end)
+                _sum_finer(cursor, level, team_id, pipeline_id, done_until, end)
         moved = StageShareWatermark.objects.filter(
             pipeline_id=pipeline_id, done_until=done_until
         ).update(done_until=end)
@@ -211,7 +213,7 @@ def _replace_minutes(
     deleted = stage_share_rows.delete_range(cursor, pipeline_id, Resolution.MINUTE, start, end)
     if rows:
         # Array parameters: bound server side.
-        stage_share_rows.insert_minutes(
+        stage_share_rows.insert_rows(
             psycopg_cursor(), team_id, pipeline_id, Resolution.MINUTE, rows
         )
     return bool(deleted or rows)
@@ -220,6 +222,7 @@ def _replace_minutes(
 def _sum_finer(
     cursor: psycopg.Cursor[Any],
     level: _Level,
+    team_id: int,
     pipeline_id: int,
     start: dt.datetime,
     end: dt.datetime,
@@ -228,6 +231,8 @@ def _sum_finer(
     ``[start, end)`` as sums of their finer rows."""
     stage_share_rows.sum_finer(
         cursor,
+        psycopg_cursor(),
+        team_id,
         pipeline_id,
         fine=level.fine,
         coarse=level.coarse,

@@ -29,6 +29,7 @@ _BOUND_PROBE: Final = """(
     ORDER BY bucket_start {order} LIMIT 1
 )"""
 _ROW_BOUNDS_SQL: Final = "SELECT {probes} FROM (SELECT %s::bigint AS id) AS p"
+_ROW_BOUNDS_OF_SQL: Final = "SELECT p.id, {probes} FROM unnest(%s::bigint[]) AS p(id)"
 _PIPELINE_SQL: Final = f"""
 SELECT p.id, p.service_name, p.environment,
        (SELECT json_agg(json_build_array(s.id, s.name) ORDER BY s.id)
@@ -56,6 +57,16 @@ def row_bounds(table: str, pipeline_id: int, resolutions: Sequence[str]) -> RowB
     with connection.cursor() as cursor:
         cursor.execute(_ROW_BOUNDS_SQL.format(probes=probes), [*params, pipeline_id])
         return _bounds(resolutions, cursor.fetchone())
+
+
+def row_bounds_of(
+    table: str, pipeline_ids: Sequence[int], resolutions: Sequence[str]
+) -> dict[int, RowBounds]:
+    """:func:`row_bounds` of several pipelines (by id) in one query."""
+    probes, params = _bound_probes(table, "p.id", resolutions)
+    with connection.cursor() as cursor:
+        cursor.execute(_ROW_BOUNDS_OF_SQL.format(probes=probes), [*params, list(pipeline_ids)])
+        return {row[0]: _bounds(resolutions, row[1:]) for row in cursor.fetchall()}
 
 
 def pipeline_rollups(

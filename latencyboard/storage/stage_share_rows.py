@@ -88,47 +88,31 @@ WHERE pipeline_id = %(pipeline)s AND resolution = %(resolution)s
   AND bucket_start >= %(start)s AND bucket_start < %(end)s
 """  # noqa: S608 - a constant table name, no input
 # One statement with array parameters: a backlog of days is hundreds of thousands of rows,
-# which one ORM object each would spend most of a catch-up building.
-_INSERT_MINUTES: Final = f"""
+# which one ORM object each would spend most of a catch-up building. Each row's per-bucket
+# arrays are the slice [lo, hi] (1-based) of one flat array per column.
+_INSERT_ROWS: Final = f"""
 INSERT INTO {STAGE_SHARE} (
     team_id, pipeline_id, stage_id, resolution, bucket_start, requests, self_ms_sum,
-    tail_requests, tail_self_ms_sum, root_ms_sum, tail_root_ms_sum
+    root_ms_sum, root_keys, key_requests, key_root_ms, key_self_ms
 )
 SELECT %(team)s, %(pipeline)s, u.stage_id, %(resolution)s, to_timestamp(u.bucket), u.requests,
-       u.self_ms_sum, u.tail_requests, u.tail_self_ms_sum, u.root_ms_sum, u.tail_root_ms_sum
+       u.self_ms_sum, u.root_ms_sum, k.keys[u.lo:u.hi], k.requests[u.lo:u.hi],
+       k.root[u.lo:u.hi], k.self[u.lo:u.hi]
 FROM unnest(
     %(stage)b::int8[], %(bucket)b::int8[], %(requests)b::int8[], %(self)b::float8[],
-    %(tail_requests)b::int8[], %(tail_self)b::float8[], %(root)b::float8[],
-    %(tail_root)b::float8[]
-) AS u(stage_id, bucket, requests, self_ms_sum, tail_requests, tail_self_ms_sum, root_ms_sum,
-       tail_root_ms_sum)
+    %(root)b::float8[], %(lo)b::int4[], %(hi)b::int4[]
+) AS u(stage_id, bucket, requests, self_ms_sum, root_ms_sum, lo, hi),
+(SELECT %(keys)b::int4[] AS keys, %(key_requests)b::int8[] AS requests,
+        %(key_root)b::float8[] AS root, %(key_self)b::float8[] AS self) AS k
 """  # noqa: S608 - a constant table name, no input
-# Each finer bucket repeats its request totals on every stage row: they are summed once per
-# finer bucket. Ordered sums give the same floats whenever the same rows are summed.
-_SUM_FINER: Final = f"""
-INSERT INTO {STAGE_SHARE} (
-    team_id, pipeline_id, stage_id, resolution, bucket_start, requests, self_ms_sum,
-    tail_requests, tail_self_ms_sum, root_ms_sum, tail_root_ms_sum
-)
-WITH fine AS (
-    SELECT *, date_bin(%(width)s, bucket_start, 'epoch') AS bucket
-    FROM {STAGE_SHARE}
-    WHERE pipeline_id = %(pipeline)s AND resolution = %(fine)s
-      AND bucket_start >= %(start)s AND bucket_start < %(end)s
-),
-totals AS (
-    SELECT bucket, sum(requests) AS requests, sum(tail_requests) AS tail_requests,
-           sum(root_ms_sum ORDER BY bucket_start) AS root_ms_sum,
-           sum(tail_root_ms_sum ORDER BY bucket_start) AS tail_root_ms_sum
-    FROM (SELECT DISTINCT ON (bucket_start) * FROM fine ORDER BY bucket_start) AS one_per_bucket
-    GROUP BY bucket
-)
-SELECT f.team_id, f.pipeline_id, f.stage_id, %(coarse)s, f.bucket, t.requests,
-       sum(f.self_ms_sum ORDER BY f.bucket_start), t.tail_requests,
-       sum(f.tail_self_ms_sum ORDER BY f.bucket_start), t.root_ms_sum, t.tail_root_ms_sum
-FROM fine f JOIN totals t USING (bucket)
-GROUP BY f.team_id, f.pipeline_id, f.stage_id, f.bucket, t.requests, t.tail_requests,
-         t.root_ms_sum, t.tail_root_ms_sum
+_FINE_ROWS: Final = f"""
+SELECT extract(epoch FROM date_bin(%(width)s, bucket_start, 'epoch'))::int8,
+       extract(epoch FROM bucket_start)::int8, stage_id, requests, self_ms_sum, root_ms_sum,
+       root_keys, key_requests, key_root_ms, key_self_ms
+FROM {STAGE_SHARE}
+WHERE pipeline_id = %(pipeline)s AND resolution = %(fine)s
+  AND bucket_start >= %(start)s AND bucket_start < %(end)s
+ORDER BY bucket_start, stage_id
 """  # noqa: S608 - a constant table name, no input
 # Finer rows stay while the watermark is in their coarser bucket: the next step re-sums it.
 _RETENTION: Final = f"""
@@ -157,21 +141,26 @@ class TraceSpans:
 
 @dataclass(frozen=True, slots=True)
 class StageMinute:
-    """One stage's self time over the requests of one minute, and over the minute's tail: a
-    row of the stage-share table (``rollups.stage_share_minutes`` computes them).
+    """One stage's self time over the requests of one bucket (a minute, or an hour or day of
+    them), in all and per root-duration bucket: a row of the stage-share table
+    (``rollups.stage_share_minutes`` computes the minutes).
 
-    ``requests``, ``tail_requests`` and the two root sums describe the whole minute and are
-    the same for every stage of it. Sums are exact nanosecond sums, in milliseconds.
+    ``requests``, ``root_ms_sum``, ``root_keys``, ``key_requests`` and ``key_root_ms``
+    describe the whole bucket and are the same for every stage of it: its requests per
+    sketch bucket of their root duration (keys ascending), and their root durations summed
+    per bucket. ``key_self_ms`` is this stage's self time over each key's requests. Minute
+    sums are exact nanosecond sums, in milliseconds.
     """
 
-    bucket: int  # start of the minute, Unix seconds
+    bucket: int  # start of the bucket, Unix seconds
     stage_id: int
     requests: int
-    tail_requests: int
     self_ms_sum: float
-    tail_self_ms_sum: float
     root_ms_sum: float
-    tail_root_ms_sum: float
+    root_keys: tuple[int, ...]
+    key_requests: tuple[int, ...]
+    key_root_ms: tuple[float, ...]
+    key_self_ms: tuple[float, ...]
 
 
 def decode_trace_spans(data: bytes) -> TraceSpans:
@@ -268,15 +257,17 @@ def delete_range(
     return cursor.rowcount
 
 
-def insert_minutes(
+def insert_rows(
     cursor: psycopg.Cursor[Any],
     team_id: int,
     pipeline_id: int,
     resolution: str,
     rows: Sequence[StageMinute],
 ) -> None:
+    """Insert ``rows`` as the pipeline's ``resolution`` rows (the cursor binds server side)."""
+    hi = np.cumsum([len(row.root_keys) for row in rows]).tolist()
     cursor.execute(
-        _INSERT_MINUTES,
+        _INSERT_ROWS,
         {
             "team": team_id,
             "pipeline": pipeline_id,
@@ -285,16 +276,21 @@ def insert_minutes(
             "bucket": [row.bucket for row in rows],
             "requests": [row.requests for row in rows],
             "self": [row.self_ms_sum for row in rows],
-            "tail_requests": [row.tail_requests for row in rows],
-            "tail_self": [row.tail_self_ms_sum for row in rows],
             "root": [row.root_ms_sum for row in rows],
-            "tail_root": [row.tail_root_ms_sum for row in rows],
+            "lo": [end - len(row.root_keys) + 1 for end, row in zip(hi, rows, strict=True)],
+            "hi": hi,
+            "keys": [key for row in rows for key in row.root_keys],
+            "key_requests": [n for row in rows for n in row.key_requests],
+            "key_root": [ms for row in rows for ms in row.key_root_ms],
+            "key_self": [ms for row in rows for ms in row.key_self_ms],
         },
     )
 
 
 def sum_finer(
     cursor: psycopg.Cursor[Any],
+    insert_cursor: psycopg.Cursor[Any],
+    team_id: int,
     pipeline_id: int,
     *,
     fine: str,
@@ -304,17 +300,58 @@ def sum_finer(
     end: dt.datetime,
 ) -> None:
     """Replace the pipeline's ``coarse`` rows of ``[start, end)`` (whole ``width`` buckets)
-    by the sums of their ``fine`` rows."""
-    params = {
-        "pipeline": pipeline_id,
-        "fine": fine,
-        "coarse": coarse,
-        "width": width,
-        "start": start,
-        "end": end,
-    }
+    by the sums of their ``fine`` rows (``insert_cursor`` binds server side)."""
+    params = {"pipeline": pipeline_id, "fine": fine, "width": width, "start": start, "end": end}
+    fine_rows = cursor.execute(_FINE_ROWS, params).fetchall()
     delete_range(cursor, pipeline_id, coarse, start, end)
-    cursor.execute(_SUM_FINER, params)
+    rows = sum_rows(fine_rows)
+    if rows:
+        insert_rows(insert_cursor, team_id, pipeline_id, coarse, rows)
+
+
+def sum_rows(fine_rows: Sequence[tuple[Any, ...]]) -> list[StageMinute]:
+    """Coarse rows from fine ones given as ``(coarse bucket, fine bucket, stage, requests,
+    self, root, keys, key requests, key root, key self)`` in (fine bucket, stage) order.
+
+    Each fine bucket's totals, repeated on its stages' rows, are counted once; the coarse
+    bucket's keys are those of all its fine buckets, and a stage absent from some of them
+    has 0 self time there. Sums are taken in fine-bucket order, so the same rows always
+    give the same floats.
+    """
+    buckets: dict[int, dict[int, tuple[Any, ...]]] = {}
+    stages: dict[int, dict[int, list[tuple[Any, ...]]]] = {}
+    for row in fine_rows:
+        coarse, fine_bucket, stage = row[0], row[1], row[2]
+        buckets.setdefault(coarse, {}).setdefault(fine_bucket, row)
+        stages.setdefault(coarse, {}).setdefault(stage, []).append(row)
+    result = []
+    for coarse, fines in buckets.items():
+        keys = np.concatenate([np.asarray(r[6], dtype=np.int64) for r in fines.values()])
+        merged_keys, where = np.unique(keys, return_inverse=True)
+        key_requests = np.zeros(len(merged_keys), dtype=np.int64)
+        key_root = np.zeros(len(merged_keys))
+        np.add.at(key_requests, where, np.concatenate([r[7] for r in fines.values()]))
+        np.add.at(key_root, where, np.concatenate([r[8] for r in fines.values()]))
+        requests = sum(r[3] for r in fines.values())
+        root = sum(r[5] for r in fines.values())
+        for stage, rows in sorted(stages[coarse].items()):
+            key_self = np.zeros(len(merged_keys))
+            for r in rows:
+                key_self[np.searchsorted(merged_keys, r[6])] += r[9]
+            result.append(
+                StageMinute(
+                    bucket=coarse,
+                    stage_id=stage,
+                    requests=requests,
+                    self_ms_sum=sum(r[4] for r in rows),
+                    root_ms_sum=root,
+                    root_keys=tuple(merged_keys.tolist()),
+                    key_requests=tuple(key_requests.tolist()),
+                    key_root_ms=tuple(key_root.tolist()),
+                    key_self_ms=tuple(key_self.tolist()),
+                )
+            )
+    return result
 
 
 def delete_expired(
@@ -323,3 +360,92 @@ def delete_expired(
     """Delete the ``resolution`` rows before ``before`` whose ``coarser`` bucket each
     pipeline's watermark has left."""
     cursor.execute(_RETENTION, {"resolution": resolution, "before": before, "coarser": coarser})
+
+
+# The rows of some pipelines' segments (pipeline, resolution, [lo, hi)) with the step bucket
+# each falls in: date_bin(stride, bucket_start, origin).
+_SEGMENT_ROWS: Final = f"""
+SELECT t.*, date_bin(%(stride)s, t.bucket_start, %(origin)s) AS bucket
+FROM unnest(%(seg_pipeline)s::int8[], %(seg_resolution)s::text[], %(seg_lo)s::timestamptz[],
+            %(seg_hi)s::timestamptz[]) AS s(pipeline_id, resolution, lo, hi)
+JOIN {STAGE_SHARE} t ON t.pipeline_id = s.pipeline_id AND t.resolution = s.resolution
+  AND t.bucket_start >= s.lo AND t.bucket_start < s.hi
+"""  # noqa: S608 - a constant table name, no input
+# Each row's bucket totals are repeated on its stages' rows: one row per row bucket.
+_DISTRIBUTION: Final = f"""
+WITH one_per_bucket AS (
+    SELECT DISTINCT ON (pipeline_id, resolution, bucket_start) *
+    FROM ({_SEGMENT_ROWS}) AS r
+    ORDER BY pipeline_id, resolution, bucket_start
+)
+SELECT o.pipeline_id, o.bucket, k.key, sum(k.requests)::int8,
+       sum(k.root_ms ORDER BY o.bucket_start)
+FROM one_per_bucket o,
+     unnest(o.root_keys, o.key_requests, o.key_root_ms) AS k(key, requests, root_ms)
+GROUP BY o.pipeline_id, o.bucket, k.key
+ORDER BY o.pipeline_id, o.bucket, k.key
+"""  # noqa: S608 - constant SQL, no input
+_STAGE_SUMS: Final = f"""
+SELECT r.pipeline_id, r.bucket, r.stage_id, sum(r.self_ms_sum ORDER BY r.bucket_start),
+       sum(CASE WHEN c.key IS NOT NULL THEN
+               (SELECT coalesce(sum(u.self_ms), 0) FROM unnest(r.root_keys, r.key_self_ms)
+                AS u(key, self_ms) WHERE u.key > c.key) END ORDER BY r.bucket_start)
+FROM ({_SEGMENT_ROWS}) AS r
+LEFT JOIN unnest(%(cut_pipeline)s::int8[], %(cut_bucket)s::timestamptz[], %(cut_key)s::int4[])
+    AS c(pipeline_id, bucket, key) ON c.pipeline_id = r.pipeline_id AND c.bucket = r.bucket
+GROUP BY r.pipeline_id, r.bucket, r.stage_id
+"""  # noqa: S608 - constant SQL, no input
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSegment:
+    """Read ``pipeline_id``'s rows of ``resolution`` starting in ``[start, end)``."""
+
+    pipeline_id: int
+    resolution: str
+    start: dt.datetime
+    end: dt.datetime
+
+
+def _segment_params(
+    segments: Sequence[WindowSegment], stride: dt.timedelta, origin: dt.datetime
+) -> dict[str, Any]:
+    return {
+        "stride": stride,
+        "origin": origin,
+        "seg_pipeline": [s.pipeline_id for s in segments],
+        "seg_resolution": [s.resolution for s in segments],
+        "seg_lo": [s.start for s in segments],
+        "seg_hi": [s.end for s in segments],
+    }
+
+
+def root_distribution(
+    cursor: psycopg.Cursor[Any],
+    segments: Sequence[WindowSegment],
+    stride: dt.timedelta,
+    origin: dt.datetime,
+) -> list[tuple[int, dt.datetime, int, int, float]]:
+    """``(pipeline, step bucket, root key, requests, root ms)`` of the segments' rows, the
+    requests of each step bucket (``date_bin(stride, bucket_start, origin)``) counted per
+    root-duration bucket; ordered."""
+    return cursor.execute(_DISTRIBUTION, _segment_params(segments, stride, origin)).fetchall()
+
+
+def stage_sums(
+    cursor: psycopg.Cursor[Any],
+    segments: Sequence[WindowSegment],
+    stride: dt.timedelta,
+    origin: dt.datetime,
+    cuts: Sequence[tuple[int, dt.datetime, int]],
+) -> list[tuple[int, dt.datetime, int, float, float | None]]:
+    """``(pipeline, step bucket, stage, self ms, tail self ms)`` of the segments' rows: the
+    tail of a step bucket is its requests with a root key above the bucket's cut in ``cuts``
+    (``(pipeline, step bucket, key)``), None for a bucket without a cut."""
+    params = {
+        **_segment_params(segments, stride, origin),
+        "cut_pipeline": [cut[0] for cut in cuts],
+        "cut_bucket": [cut[1] for cut in cuts],
+        "cut_key": [cut[2] for cut in cuts],
+    }
+    return cursor.execute(_STAGE_SUMS, params).fetchall()

@@ -23,7 +23,7 @@ from latencyboard.dashboards.bottleneck import (
 from latencyboard.dashboards.bottleneck_queries import bottlenecks
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import Resolution, StageShare
-from tests.factories import make_team, make_user
+from tests.factories import make_stage_share, make_team, make_user
 
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)
@@ -241,40 +241,66 @@ def hourly(*classes: tuple[Bottleneck, int]) -> list[tuple[dt.datetime, Classifi
     return history
 
 
+F, C, Q = Bottleneck.FEATURE, Bottleneck.COMPUTE, Bottleneck.QUEUE
+
+
 @pytest.mark.parametrize(
-    ("history", "expected"),
+    ("history", "current", "expected"),
     [
         pytest.param(
-            hourly((Bottleneck.FEATURE, 500), (Bottleneck.FEATURE, 500), (Bottleneck.COMPUTE, 500)),
-            Change(T0 + 2 * HOUR, Bottleneck.FEATURE, Bottleneck.COMPUTE),
-            id="changed-in-the-last-hour",
+            hourly((F, 500), (F, 500), (C, 500), (C, 500)),
+            C,
+            Change(T0 + 2 * HOUR, F, C),
+            id="a-change-held-two-hours",
         ),
         pytest.param(
-            hourly(
-                (Bottleneck.QUEUE, 500),
-                (Bottleneck.COMPUTE, 500),
-                (Bottleneck.FEATURE, 500),
-                (Bottleneck.FEATURE, 500),
-            ),
-            Change(T0 + 2 * HOUR, Bottleneck.COMPUTE, Bottleneck.FEATURE),
+            hourly((F, 500), (F, 500), (C, 500)),
+            C,
+            None,
+            id="one-hour-of-a-new-class-is-no-change-yet",
+        ),
+        pytest.param(
+            hourly((F, 500), (F, 500), (C, 500), (F, 500), (F, 500)),
+            F,
+            None,
+            id="one-noisy-hour-is-no-change",
+        ),
+        pytest.param(
+            hourly((Q, 500), (Q, 500), (C, 500), (C, 500), (F, 500), (F, 500)),
+            F,
+            Change(T0 + 4 * HOUR, C, F),
             id="the-latest-of-two-changes",
         ),
         pytest.param(
-            hourly((Bottleneck.FEATURE, 500), (Bottleneck.COMPUTE, 3), (Bottleneck.FEATURE, 500)),
+            hourly((F, 500), (F, 500), (C, 3), (F, 500)),
+            F,
             None,
             id="a-quiet-hour-in-between-is-no-change",
         ),
         pytest.param(
-            hourly((Bottleneck.FEATURE, 500), (Bottleneck.QUEUE, 3), (Bottleneck.COMPUTE, 500)),
-            Change(T0 + 2 * HOUR, Bottleneck.FEATURE, Bottleneck.COMPUTE),
+            hourly((F, 500), (F, 500), (Q, 3), (C, 500), (C, 500)),
+            C,
+            Change(T0 + 3 * HOUR, F, C),
             id="change-across-a-quiet-hour",
         ),
-        pytest.param(hourly((Bottleneck.COMPUTE, 500)), None, id="one-bucket"),
-        pytest.param([], None, id="no-history"),
+        pytest.param(
+            hourly((F, 500), (F, 500), (C, 500), (C, 500)),
+            F,
+            None,
+            id="never-a-change-away-from-the-badges-class",
+        ),
+        pytest.param(
+            hourly((F, 500), (C, 500), (C, 500)),
+            C,
+            None,
+            id="no-change-from-a-class-that-never-held",
+        ),
+        pytest.param(hourly((C, 500)), C, None, id="one-bucket"),
+        pytest.param([], C, None, id="no-history"),
     ],
 )
-def test_last_change(history, expected):
-    assert last_change(history) == expected
+def test_last_change(history, current, expected):
+    assert last_change(history, current) == expected
 
 
 # ----- from stored stage shares, and the API ------------------------------------------------------
@@ -284,25 +310,17 @@ def share_rows(
     pipeline: Pipeline, hour: dt.datetime, requests: int, **self_ms: tuple[float, float]
 ) -> list[StageShare]:
     """One hour row per stage, ``self_ms`` giving (all requests, slowest 1%) self time sums."""
-    rows = []
-    for name, (own, tail_own) in self_ms.items():
-        stage, _ = Stage.objects.get_or_create(pipeline=pipeline, name=name)
-        rows.append(
-            StageShare(
-                team=pipeline.team,
-                pipeline=pipeline,
-                stage=stage,
-                resolution=Resolution.HOUR,
-                bucket_start=hour,
-                requests=requests,
-                self_ms_sum=own,
-                tail_requests=max(requests // 100, 1),
-                tail_self_ms_sum=tail_own,
-                root_ms_sum=sum(o for o, _ in self_ms.values()),
-                tail_root_ms_sum=sum(t for _, t in self_ms.values()),
-            )
+    return [
+        make_stage_share(
+            Stage.objects.get_or_create(pipeline=pipeline, name=name)[0],
+            Resolution.HOUR,
+            hour,
+            requests,
+            own,
+            tail_own,
         )
-    return rows
+        for name, (own, tail_own) in self_ms.items()
+    ]
 
 
 @pytest.fixture
@@ -361,9 +379,14 @@ def test_class_of_the_window_and_when_it_changed(stored):
     ("step", "change"),
     [
         pytest.param(
-            6 * HOUR,
+            HOUR,
             Change(T0 + 3 * HOUR, Bottleneck.FEATURE, Bottleneck.COMPUTE),
-            id="six-hours-anchored-at-midnight-split-at-noon",
+            id="three-hours-of-each",
+        ),
+        pytest.param(
+            6 * HOUR,
+            None,
+            id="six-hours-anchored-at-midnight-one-bucket-of-each-is-no-change-yet",
         ),
         pytest.param(24 * HOUR, None, id="one-day-is-one-bucket"),
     ],

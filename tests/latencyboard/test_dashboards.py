@@ -30,7 +30,7 @@ from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla.models import Objective, SlaMinute
 from latencyboard.teams.models import Team
-from tests.factories import make_team, make_user
+from tests.factories import make_stage_share, make_team, make_user
 
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
 MINUTE = dt.timedelta(minutes=1)
@@ -427,36 +427,22 @@ def test_breakdown_rejects_bad_parameters(client, seeded, query, field):
 # ----- stage shares over time --------------------------------------------------------------------
 
 
-def share_row(pipeline, stage, start, requests, own, tail_own, resolution=Resolution.MINUTE):
-    return StageShare(
-        team=pipeline.team,
-        pipeline=pipeline,
-        stage=stage,
-        resolution=resolution,
-        bucket_start=start,
-        requests=requests,
-        self_ms_sum=own,
-        tail_requests=1,
-        tail_self_ms_sum=tail_own,
-        root_ms_sum=requests * 100.0,
-        tail_root_ms_sum=400.0,
-    )
-
-
 @pytest.mark.django_db
 def test_stage_breakdown_api_gives_the_window_and_the_shares_per_step(client, seeded):
-    # given two stages over two 15-minute steps of minute rows
+    # given two stages over two 15-minute steps of minute rows, 2,000 requests in the first
+    # and 500 in the second
     fraud = seeded["fraud"][0]
     model = Stage.objects.create(pipeline=fraud, name="model_forward")
     queue = Stage.objects.create(pipeline=fraud, name="queue_wait")
+    minute = Resolution.MINUTE
     StageShare.objects.bulk_create(
         [
-            share_row(fraud, model, T0, 10, 600.0, 100.0),
-            share_row(fraud, queue, T0, 10, 200.0, 300.0),
-            share_row(fraud, model, T0 + 5 * MINUTE, 10, 800.0, 50.0),
-            share_row(fraud, queue, T0 + 5 * MINUTE, 10, 200.0, 350.0),
-            share_row(fraud, model, T0 + 20 * MINUTE, 5, 100.0, 10.0),
-            share_row(fraud, queue, T0 + 20 * MINUTE, 5, 300.0, 30.0),
+            make_stage_share(model, minute, T0, 1000, 600.0, 100.0),
+            make_stage_share(queue, minute, T0, 1000, 400.0, 300.0),
+            make_stage_share(model, minute, T0 + 5 * MINUTE, 1000, 800.0, 50.0),
+            make_stage_share(queue, minute, T0 + 5 * MINUTE, 1000, 400.0, 350.0),
+            make_stage_share(model, minute, T0 + 20 * MINUTE, 500, 100.0, 10.0),
+            make_stage_share(queue, minute, T0 + 20 * MINUTE, 500, 300.0, 30.0),
         ]
     )
     client.force_login(seeded["member"])
@@ -467,24 +453,29 @@ def test_stage_breakdown_api_gives_the_window_and_the_shares_per_step(client, se
         {"start": "2026-03-02T09:00:00Z", "end": "2026-03-02T09:30:00Z", "step": "900"},
     )
 
-    # then the summary covers the whole window and the series each step
+    # then the summary covers the whole window, its slowest 1% the 25 requests above its p99
     body = response.json()
     assert response.status_code == 200
-    assert body["requests"] == 25
-    assert [(s["name"], s["mean_self_ms_all"], s["share_all"]) for s in body["stages"]] == [
-        ("model_forward", 1500 / 25, 1500 / 2200),
-        ("queue_wait", 700 / 25, 700 / 2200),
+    assert (body["requests"], body["tail_requests"], body["tail_shown"]) == (2500, 25, True)
+    assert body["p99_ms"] == pytest.approx(100, rel=0.01)
+    assert [
+        (s["name"], s["mean_self_ms_all"], s["share_all"], s["mean_self_ms_tail"])
+        for s in body["stages"]
+    ] == [
+        ("model_forward", 1500 / 2500, 1500 / 2600, 160 / 25),
+        ("queue_wait", 1100 / 2500, 1100 / 2600, 680 / 25),
     ]
+    # and the series each step, the second step's 5 slowest too few for a tail
     series = body["series"]
     assert series["step_seconds"] == 900
     assert series["buckets"] == ["2026-03-02T09:00:00Z", "2026-03-02T09:15:00Z"]
     assert {s["name"]: s["share_all"] for s in series["stages"]} == {
-        "model_forward": [1400 / 1800, 100 / 400],
-        "queue_wait": [400 / 1800, 300 / 400],
+        "model_forward": [1400 / 2200, 100 / 400],
+        "queue_wait": [800 / 2200, 300 / 400],
     }
     assert {s["name"]: s["share_tail"] for s in series["stages"]} == {
-        "model_forward": [150 / 800, 10 / 40],
-        "queue_wait": [650 / 800, 30 / 40],
+        "model_forward": [150 / 800, None],
+        "queue_wait": [650 / 800, None],
     }
 
 
@@ -494,8 +485,8 @@ def test_shares_read_hours_where_minutes_are_gone(seeded):
     model = Stage.objects.create(pipeline=fraud, name="model_forward")
     StageShare.objects.bulk_create(
         [
-            share_row(fraud, model, T0, 60, 600.0, 10.0, Resolution.HOUR),
-            share_row(fraud, model, T0 + HOUR, 10, 60.0, 1.0),
+            make_stage_share(model, Resolution.HOUR, T0, 60, 600.0, 10.0),
+            make_stage_share(model, Resolution.MINUTE, T0 + HOUR, 10, 60.0, 1.0),
         ]
     )
 

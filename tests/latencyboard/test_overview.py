@@ -25,7 +25,7 @@ from latencyboard.rollups.models import Resolution, Rollup, StageShare
 from latencyboard.rollups.windows import floor_to
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla.models import Objective, SlaMinute
-from tests.factories import make_team, make_user
+from tests.factories import make_stage_share, make_team, make_user
 
 NOW = dt.datetime(2026, 3, 3, 11, 30, 30, tzinfo=dt.UTC)
 END = dt.datetime(2026, 3, 3, 11, 30, tzinfo=dt.UTC)
@@ -88,18 +88,13 @@ def seed_shares(
         rows.append((Resolution.MINUTE, minute))
     for resolution, start in rows:
         StageShare.objects.bulk_create(
-            StageShare(
-                team=pipeline.team,
-                pipeline=pipeline,
-                stage=Stage.objects.get_or_create(pipeline=pipeline, name=name)[0],
-                resolution=resolution,
-                bucket_start=start,
-                requests=400,
-                self_ms_sum=own,
-                tail_requests=4,
-                tail_self_ms_sum=tail_own,
-                root_ms_sum=1.0,
-                tail_root_ms_sum=1.0,
+            make_stage_share(
+                Stage.objects.get_or_create(pipeline=pipeline, name=name)[0],
+                resolution,
+                start,
+                1000,
+                own,
+                tail_own,
             )
             for name, (own, tail_own) in self_ms.items()
         )
@@ -115,9 +110,14 @@ def seed(end: dt.datetime) -> dict:
     seed_rollups(fraud, end)
     Rollup.objects.bulk_create([rollup(secret, Resolution.MINUTE, end - MINUTE, [1.0])])
     seed_shares(fraud, end, model_forward=(5800.0, 71.0), feature_hydration=(4200.0, 29.0))
-    # Feature-bound a day and a half earlier: inside the 7-day window only.
-    before = end - 36 * HOUR
-    seed_shares(fraud, before, False, model_forward=(10.0, 1.0), feature_hydration=(90.0, 9.0))
+    # Compute-bound 7 hours earlier too: a class held in two buckets of the week's history.
+    seed_shares(
+        fraud, end - 7 * HOUR, False, model_forward=(5800.0, 71.0), feature_hydration=(4200.0, 29.0)
+    )
+    # Feature-bound a day and a half earlier, in two buckets of the week's history: inside the
+    # 7-day window only.
+    for before in (end - 36 * HOUR, end - 42 * HOUR):
+        seed_shares(fraud, before, False, model_forward=(10.0, 1.0), feature_hydration=(90.0, 9.0))
     seed_shares(secret, end, queue_wait=(100.0, 100.0))
     objective = Objective.objects.create(
         team=ours,
@@ -236,7 +236,7 @@ def test_outsider_sees_only_their_own_pipeline(seeded):
     result = overview(seeded["outsider"], NOW, WINDOWS["24h"])
 
     assert [row.pipeline for row in result.pipelines] == [seeded["secret"]]
-    assert result.pipelines[0].bottleneck.classification.requests == 400
+    assert result.pipelines[0].bottleneck.classification.requests == 1000
 
 
 @pytest.mark.django_db
@@ -255,8 +255,9 @@ def test_one_read_per_concept_whatever_the_number_of_pipelines(seeded):
 
     assert len(result.pipelines) == 8
     assert len(many) == len(few)
-    # teams, pipelines, objectives, rollups, maintenance and counters twice, stage shares
-    assert len(many) <= 9
+    # teams, pipelines, objectives, rollups, maintenance and counters twice, stage shares (the
+    # rows kept, the window's and the history's root buckets and stage sums, stage names)
+    assert len(many) <= 10
 
 
 @pytest.mark.django_db
@@ -286,9 +287,10 @@ def test_overview_page_names_the_last_change_of_class(client, seeded_now):
     last_day = client.get("/", {"window": "24h"}).content.decode()
     last_week = client.get("/", {"window": "7d"}).content.decode()
 
-    # the 7-day history has 6-hour buckets (from midnight UTC): the change is in the one
-    # that holds the compute-bound minute, 10 minutes before the seed's end
-    bucket = floor_to(seeded_now["end"] - 10 * MINUTE, 6 * HOUR)
+    # the 7-day history has 6-hour buckets (from midnight UTC): the change is in the first
+    # that holds a compute-bound hour, 7 hours and 10 minutes before the seed's end (the
+    # class held in the next too)
+    bucket = floor_to(seeded_now["end"] - 7 * HOUR - 10 * MINUTE, 6 * HOUR)
     assert "No change of class over the last 24 hours." in last_day
     assert (
         "Changed from feature-bound to compute-bound at "

@@ -25,7 +25,7 @@ from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups import stage_share_minutes, stage_share_services
+from latencyboard.rollups import stage_share_minutes, stage_share_services, tails
 from latencyboard.rollups.models import StageShare, StageShareWatermark
 from latencyboard.rollups.stage_share_queries import StageFigures, stage_breakdown
 from latencyboard.rollups.stage_share_services import ShareResult, compute_stage_shares
@@ -129,15 +129,16 @@ Figures = tuple[int, float, int, float, float, float]
 
 
 def rows(team: Team, resolution: str = "minute") -> dict[tuple[str, dt.datetime], Figures]:
-    """(stage, bucket) -> (requests, self, tail requests, tail self, root, tail root) sums."""
+    """(stage, bucket) -> (requests, self, requests of the slowest root bucket, self in it,
+    root, root in it) sums."""
     return {
         (r.stage.name, r.bucket_start): (
             r.requests,
             r.self_ms_sum,
-            r.tail_requests,
-            r.tail_self_ms_sum,
+            r.key_requests[-1],
+            r.key_self_ms[-1],
             r.root_ms_sum,
-            r.tail_root_ms_sum,
+            r.key_root_ms[-1],
         )
         for r in StageShare.objects.filter(team=team, resolution=resolution).select_related("stage")
     }
@@ -179,8 +180,8 @@ ORPHANED = [  # the postprocess span's parent (99) never arrives: predict 50 - 2
     S(3, 99, "postprocess", 30, 40),
 ]
 HAND_BUILT = (SEQUENTIAL, PARALLEL, NESTED, ORPHANED)
-# NESTED (200 ms) is the slowest of the four: the minute's tail of ceil(4 / 100) = 1 request.
-EXPECTED_SUMS = {  # stage: (self over all four, self over the tail)
+# NESTED (200 ms) is the slowest of the four, alone in its root bucket.
+EXPECTED_SUMS = {  # stage: (self over all four, self over the slowest root bucket)
     "predict": (5 + 10 + 20 + 30, 20),
     "queue_wait": (10 + 20, 0),
     "model_forward": (70 + 10 + 140, 140),
@@ -282,33 +283,26 @@ def test_span_id_stored_twice_counts_once():
     assert [(m.stage_id, m.self_ms_sum) for m in minutes] == [(0, 50.0), (1, 50.0)]
 
 
-@pytest.mark.parametrize(
-    ("requests", "tail"),
-    [(1, 1), (99, 1), (100, 1), (101, 2), (200, 2), (201, 3), (1000, 10)],
-    ids=lambda value: str(value),
-)
-def test_tail_is_the_slowest_hundredth_rounded_up(requests: int, tail: int):
-    # given requests of 1, 2, … ms in one minute, each with one model_forward child of 1 ms
+def test_a_minute_counts_its_requests_and_self_times_per_root_bucket():
+    # given requests of 1, 2, … 300 ms in one minute, each with one model_forward child of 1 ms
+    durations = np.arange(1, 301)
     traces = [
-        [S(1, None, "predict", 0, n, root=True), S(2, 1, "model_forward", 0, 1)]
-        for n in range(1, requests + 1)
+        [S(1, None, "predict", 0, int(n), root=True), S(2, 1, "model_forward", 0, 1)]
+        for n in durations
     ]
 
     model, predict = stage_share_minutes.stage_minutes(arrays(traces))
 
-    slowest = range(requests, requests - tail, -1)
-    assert (predict.requests, predict.tail_requests) == (requests, tail)
-    assert predict.tail_root_ms_sum == sum(slowest)
-    assert predict.tail_self_ms_sum == sum(n - 1 for n in slowest)
-    assert (model.tail_requests, model.tail_self_ms_sum) == (tail, tail)
-
-
-def test_tail_ties_go_to_the_lowest_trace():
-    traces = [[S(1, None, "predict", 0, 10, root=True), S(2, 1, stage, 0, 4)] for stage in "abc"]
-
-    a, b, c, _ = stage_share_minutes.stage_minutes(arrays(traces))
-
-    assert [(m.tail_requests, m.tail_self_ms_sum) for m in (a, b, c)] == [(1, 4), (1, 0), (1, 0)]
+    # then both rows carry the minute's root buckets, the sketch's, with each one's requests
+    # and root time, and each stage's self time in them
+    keys, where = np.unique(tails.root_keys(durations.astype(float)), return_inverse=True)
+    per_key = np.bincount(where)
+    assert predict.root_keys == model.root_keys == tuple(keys.tolist())
+    assert predict.key_requests == model.key_requests == tuple(per_key.tolist())
+    assert predict.key_root_ms == tuple(np.bincount(where, weights=durations).tolist())
+    assert predict.key_self_ms == tuple(np.bincount(where, weights=durations - 1).tolist())
+    assert model.key_self_ms == tuple(per_key.astype(float).tolist())
+    assert sum(predict.key_requests) == predict.requests == 300
 
 
 def test_requests_belong_to_their_roots_minute():
@@ -422,25 +416,6 @@ def test_minute_rows_hold_each_stages_self_time(writer):
 
 
 @db
-def test_tail_is_the_slowest_one_percent_of_the_minute(writer):
-    # given 200 requests of 1 … 200 ms in one minute, each a 1 ms predict around model_forward
-    team = make_team()
-    spans = []
-    for n in range(1, 201):
-        trace = [S(1, None, "predict", 0, n, root=True), S(2, 1, "model_forward", 1, n - 1)]
-        spans += decoded(trace, T0 + dt.timedelta(milliseconds=250 * n))
-    store(writer, team, spans)
-
-    compute(DONE)
-
-    # then the tail is the 200 and 199 ms requests: 1 ms of predict each, 199 + 198 of model
-    assert rows(team) == {
-        ("predict", T0): (200, 200.0, 2, 2.0, 20100.0, 399.0),
-        ("model_forward", T0): (200, 19900.0, 2, 397.0, 20100.0, 399.0),
-    }
-
-
-@db
 def test_spans_of_a_trace_in_two_batches_are_assembled(writer):
     # given a request whose child spans come in a second export, within the grace period
     team = make_team()
@@ -529,7 +504,8 @@ def test_steps_skip_quiet_minutes_and_sum_hours_and_days(writer):
 
     result = compute(later + MINUTE + GRACE)
 
-    # then both minutes are written, each hour holds its own and the day holds both
+    # then both minutes are written, each hour holds its own and the day holds both, each in
+    # its root bucket (the slowest bucket holds the 200 ms request)
     assert result == ShareResult(minutes=2, requests=2, spans=8, behind=0)
     assert {key: value[:2] for key, value in rows(team, "hour").items()} == {
         ("predict", T0): (1, 5.0),
@@ -542,12 +518,18 @@ def test_steps_skip_quiet_minutes_and_sum_hours_and_days(writer):
         ("serialize", T0 + 2 * HOUR): (1, 20.0),
     }
     assert rows(team, "day") == {
-        ("predict", DAY): (2, 25.0, 2, 25.0, 300.0, 300.0),
-        ("queue_wait", DAY): (2, 10.0, 2, 10.0, 300.0, 300.0),
-        ("model_forward", DAY): (2, 210.0, 2, 210.0, 300.0, 300.0),
-        ("serialize", DAY): (2, 35.0, 2, 35.0, 300.0, 300.0),
-        ("preprocess", DAY): (2, 20.0, 2, 20.0, 300.0, 300.0),
+        ("predict", DAY): (2, 25.0, 1, 20.0, 300.0, 200.0),
+        ("queue_wait", DAY): (2, 10.0, 1, 0.0, 300.0, 200.0),
+        ("model_forward", DAY): (2, 210.0, 1, 140.0, 300.0, 200.0),
+        ("serialize", DAY): (2, 35.0, 1, 20.0, 300.0, 200.0),
+        ("preprocess", DAY): (2, 20.0, 1, 20.0, 300.0, 200.0),
     }
+    day = StageShare.objects.get(team=team, resolution="day", stage__name="queue_wait")
+    assert (day.key_requests, day.key_root_ms, day.key_self_ms) == (
+        [1, 1],
+        [100.0, 200.0],
+        [10.0, 0.0],
+    )
     assert watermark(team) == later + MINUTE
 
 
@@ -594,7 +576,7 @@ def test_rows_carry_the_pipelines_team_and_other_teams_spans_stay_out(writer):
     assert rows(team) == expected_rows(T0)
     assert StageShare.objects.filter(pipeline__team=team).exclude(team=team).count() == 0
     assert StageShare.objects.filter(pipeline__team=outsider).exclude(team=outsider).count() == 0
-    assert rows(outsider) == {("predict", T0): (4, 4000.0, 1, 1000.0, 4000.0, 1000.0)}
+    assert rows(outsider) == {("predict", T0): (4, 4000.0, 4, 4000.0, 4000.0, 4000.0)}
 
 
 @db
@@ -634,14 +616,15 @@ def test_a_call_into_another_pipeline_is_the_callers_own_time(writer):
 # ----- the breakdown -----------------------------------------------------------------------------
 
 
-def figures(stage: str, all_ms: float, tail_ms: float) -> StageFigures:
+def figures(stage: str, all_ms: float) -> StageFigures:
+    """A stage's figures over the four hand-built requests: far too few for a slowest 1%."""
     return StageFigures(
         stage_id=Pipeline.objects.get().stages.get(name=stage).pk,
         stage=stage,
         mean_self_ms_all=all_ms / 4,
-        mean_self_ms_tail=tail_ms,
+        mean_self_ms_tail=None,
         share_all=all_ms / 470,
-        share_tail=tail_ms / 200,
+        share_tail=None,
     )
 
 
@@ -653,20 +636,22 @@ def test_breakdown_means_and_shares(writer):
 
     breakdown = stage_breakdown(Pipeline.objects.get(team=team), T0, T0 + 5 * MINUTE)
 
+    # then the means and shares are over the four requests (root times 50, 60, 100 and 200
+    # ms): the one above their p99 (100 ms) is no slowest 1% to show
     assert (breakdown.start, breakdown.end) == (T0, T0 + 5 * MINUTE)
-    assert (breakdown.requests, breakdown.tail_requests) == (4, 1)
-    assert (breakdown.mean_root_ms_all, breakdown.mean_root_ms_tail) == (410 / 4, 200.0)
+    assert (breakdown.requests, breakdown.tail_requests, breakdown.tail_shown) == (4, 1, False)
+    assert breakdown.p99_ms == pytest.approx(100, rel=0.01)
+    assert (breakdown.mean_root_ms_all, breakdown.mean_root_ms_tail) == (410 / 4, None)
     assert breakdown.stages == (
-        figures("model_forward", 220, 140),
-        figures("predict", 65, 20),
-        figures("feature_hydration", 60, 0),
-        figures("postprocess", 40, 0),
-        figures("serialize", 35, 20),
-        figures("queue_wait", 30, 0),
-        figures("preprocess", 20, 20),
+        figures("model_forward", 220),
+        figures("predict", 65),
+        figures("feature_hydration", 60),
+        figures("postprocess", 40),
+        figures("serialize", 35),
+        figures("queue_wait", 30),
+        figures("preprocess", 20),
     )
     assert sum(f.share_all for f in breakdown.stages) == pytest.approx(1.0, abs=1e-12)
-    assert sum(f.share_tail for f in breakdown.stages) == pytest.approx(1.0, abs=1e-12)
 
 
 @db
@@ -682,7 +667,7 @@ def test_breakdown_reads_hours_once_minutes_expired(writer):
 
     # then the window widens to the hour, whose row says the same
     assert (breakdown.start, breakdown.end) == (T0, T0 + HOUR)
-    assert breakdown.stages[0] == figures("model_forward", 220, 140)
+    assert breakdown.stages[0] == figures("model_forward", 220)
     assert rows(team, "hour") == expected_rows(T0)
 
 
@@ -700,7 +685,7 @@ def test_breakdown_of_a_quiet_window_is_empty(writer):
 # ----- a demo backfill against SQL ---------------------------------------------------------------
 
 # Self time of every span recomputed in SQL (range_agg merges the clipped child intervals),
-# then summed per (pipeline, minute of the trace's root, stage) over all and tail requests.
+# then summed per (pipeline, minute of the trace's root, stage).
 # Demo traces are one root with direct children, so a trace is a request.
 _SQL_SHARES = """
 WITH s AS (
@@ -724,14 +709,10 @@ covered AS (
 ),
 requests AS (
     SELECT trace_id, pipeline_id, duration_ns, start_ns / 60000000000 * 60 AS bucket,
-           row_number() OVER (PARTITION BY pipeline_id, start_ns / 60000000000
-                              ORDER BY duration_ns DESC, trace_id, span_id) AS rank,
            count(*) OVER (PARTITION BY pipeline_id, start_ns / 60000000000) AS n
     FROM s WHERE is_root
 )
-SELECT r.pipeline_id, r.bucket, s.stage_id, max(r.n),
-       sum(s.duration_ns - coalesce(c.ns, 0)),
-       sum(s.duration_ns - coalesce(c.ns, 0)) FILTER (WHERE r.rank <= ceil(r.n / 100.0))
+SELECT r.pipeline_id, r.bucket, s.stage_id, max(r.n), sum(s.duration_ns - coalesce(c.ns, 0))
 FROM s JOIN requests r USING (trace_id)
 LEFT JOIN covered c ON c.trace_id = s.trace_id AND c.span_id = s.span_id
 GROUP BY 1, 2, 3
@@ -752,19 +733,21 @@ def test_demo_backfill_matches_self_times_recomputed_in_sql():
     with connection.cursor() as cursor:
         cursor.execute(_SQL_SHARES, {"team": team.pk})
         expected = {
-            (pipeline, bucket, stage): (n, int(self_ns) / MS, int(tail_ns or 0) / MS)
-            for pipeline, bucket, stage, n, self_ns, tail_ns in cursor.fetchall()
+            (pipeline, bucket, stage): (n, int(self_ns) / MS)
+            for pipeline, bucket, stage, n, self_ns in cursor.fetchall()
         }
         cursor.execute("SELECT count(*) FROM spans_span WHERE team_id = %s AND is_root", [team.pk])
         (roots,) = cursor.fetchone()
+    minute_rows = StageShare.objects.filter(team=team, resolution="minute")
     written = {
-        (r.pipeline_id, int(r.bucket_start.timestamp()), r.stage_id): (
-            r.requests,
-            r.self_ms_sum,
-            r.tail_self_ms_sum,
-        )
-        for r in StageShare.objects.filter(team=team, resolution="minute")
+        (r.pipeline_id, int(r.bucket_start.timestamp()), r.stage_id): (r.requests, r.self_ms_sum)
+        for r in minute_rows
     }
     assert len(expected) > 10_000
     assert written == expected
+    # and each row's per-root-bucket figures add up to its own
+    assert all(
+        (sum(r.key_requests), round(sum(r.key_self_ms), 6)) == (r.requests, round(r.self_ms_sum, 6))
+        for r in minute_rows
+    )
     assert (result.requests, result.behind) == (roots, 0)

@@ -1,5 +1,6 @@
 /* Pipeline page panel: where the time goes (mean self time per stage, all requests and the
- * slowest 1%) and how the stage shares moved over the window. */
+ * slowest 1%: the requests above the window's p99) and how the stage shares moved over the
+ * window (each step's slowest 1% above the step's own p99; steps with too few left out). */
 (function () {
   "use strict";
 
@@ -14,6 +15,7 @@
   let body = null;
   let deployments = [];
   let cohort = "all";
+  const TAIL_MIN = 10; // latencyboard.rollups.tails.MIN_TAIL_REQUESTS
 
   function drawBreakdown() {
     if (!body.requests) {
@@ -21,21 +23,24 @@
         "from requests whose root span and stage spans were all received.");
       return;
     }
+    // The slowest 1% is the requests above the window's p99; a bar of a handful of them would
+    // describe those few, not a tail: with too few it is not drawn, and the chart says why.
+    const tail = body.tail_shown;
     const rows = [
-      `slowest 1%<br>${C.formatMs(body.mean_root_ms_tail)} mean`,
+      ...(tail ? [`slowest 1%<br>${C.formatMs(body.mean_root_ms_tail)} mean`] : []),
       `all requests<br>${C.formatMs(body.mean_root_ms_all)} mean`,
     ];
+    const pick = (stage) => (tail
+      ? { x: [stage.share_tail, stage.share_all], mean: [stage.mean_self_ms_tail, stage.mean_self_ms_all] }
+      : { x: [stage.share_all], mean: [stage.mean_self_ms_all] });
     const traces = body.stages.map((stage) => ({
       type: "bar",
       orientation: "h",
       name: page.stageLabel(stage),
       y: rows,
-      x: [stage.share_tail * 100, stage.share_all * 100],
-      customdata: [
-        [C.formatMs(stage.mean_self_ms_tail), stage.share_tail * 100],
-        [C.formatMs(stage.mean_self_ms_all), stage.share_all * 100],
-      ],
-      text: [stage.share_tail, stage.share_all].map((s) => (s >= 0.07 ? stage.name : "")),
+      x: pick(stage).x.map((v) => v * 100),
+      customdata: pick(stage).x.map((v, i) => [C.formatMs(pick(stage).mean[i]), v * 100]),
+      text: pick(stage).x.map((s) => (s >= 0.07 ? stage.name : "")),
       textposition: "inside",
       insidetextanchor: "middle",
       textfont: { color: "#fff", size: 11 },
@@ -50,7 +55,15 @@
       xaxis: { range: [0, 100], title: C.axisTitle("share of request time", "%"), ticksuffix: "%" },
       yaxis: { automargin: true },
       legend: { orientation: "h", y: -0.42, traceorder: "normal" },
+      annotations: tail ? [] : [{
+        xref: "paper", x: 0, xanchor: "left", yref: "paper", y: 1, yanchor: "bottom",
+        showarrow: false, align: "left", font: { size: 11, color: C.MUTED },
+        text: `No slowest-1% bar: ${C.formatCount(body.tail_requests)} request` +
+          `${body.tail_requests === 1 ? "" : "s"} above the window's p99, ${TAIL_MIN} needed ` +
+          "(about 1,000 requests in the window)",
+      }],
     }), `${cfg.pipeline.name}-breakdown`);
+    charts.breakdown.dataset.tail = tail ? "shown" : "too-few";
   }
 
   function drawShares() {
