@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-capacity bench-retention clean
+.PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-capacity bench-retention bench-fairness clean
 
 # The virtualenv is (re)built whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -46,6 +46,11 @@ bench-capacity: $(VENV)/.installed
 # demo's rates (~2 h on 2 cores; ARGS="--days 7 --requests-per-s 0.05" for a quick look).
 bench-retention: $(VENV)/.installed
 	$(PY) benchmarks/bench_retention.py $(ARGS)
+
+# Team B attacks (slow channels, silent gRPC streams, declared huge bodies, expensive queries,
+# many service names) while team A exports and browses; A's figures per attack (~6 min).
+bench-fairness: $(VENV)/.installed
+	$(PY) benchmarks/bench_fairness.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) var/log var/test

@@ -37,7 +37,7 @@ TEMPLATES_PER_SENDER = 4
 USER_SCRIPT = """
 from django.contrib.auth import get_user_model
 from latencyboard.teams.models import Membership, Team
-user = get_user_model().objects.create_user("soak", password={password!r})
+user = get_user_model().objects.create_user({username!r}, password={password!r})
 Membership.objects.create(user=user, team=Team.objects.get(id={team_id}), role="viewer")
 """
 
@@ -124,12 +124,17 @@ def product_children(stack: BenchStack, web_port: int) -> list[Child]:
 
 
 class ApiClient:
-    """A logged-in viewer of the stack's team, reading the percentiles API over HTTP."""
+    """A logged-in viewer of the stack's team (or of ``team_id``), reading pages over HTTP."""
 
-    def __init__(self, stack: BenchStack, port: int) -> None:
+    def __init__(
+        self, stack: BenchStack, port: int, username: str = "soak", team_id: int | None = None
+    ) -> None:
         self.port = port
         password = f"soak-{random.getrandbits(64):x}"
-        stack.manage("shell", "-c", USER_SCRIPT.format(password=password, team_id=stack.team_id))
+        script = USER_SCRIPT.format(
+            username=username, password=password, team_id=team_id or stack.team_id
+        )
+        stack.manage("shell", "-c", script)
         self.cookies: dict[str, str] = {}
         self._wait_ready()
         _, body = self.get("/login/")
@@ -137,7 +142,7 @@ class ApiClient:
         if csrf is None:
             raise RuntimeError("no CSRF token on the login page")
         form = urllib.parse.urlencode(
-            {"username": "soak", "password": password, "csrfmiddlewaretoken": csrf[1].decode()}
+            {"username": username, "password": password, "csrfmiddlewaretoken": csrf[1].decode()}
         )
         status, _ = self.request(
             "POST", "/login/", form.encode(), "application/x-www-form-urlencoded"
