@@ -53,12 +53,12 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     from django.conf import settings
 
     from ingest.grpc_server import make_server
-    from ingest.header_timeout import with_header_timeout
     from ingest.http import OtlpHttpApp
     from ingest.ratelimit import SpanRateLimiter
     from ingest.service import IngestService
     from ingest.writer import SpanWriter
     from latencyboard.db import conninfo
+    from latencyboard.header_timeout import with_header_timeout
 
     http_socket = _listen(args.host, args.http_port, reuse_port=reuse_port)
     writer = SpanWriter(

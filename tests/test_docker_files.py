@@ -375,6 +375,7 @@ def test_compose_commands() -> None:
     assert web[:2] == ["uvicorn", "latencyboard.asgi:application"]
     assert web[web.index("--host") + 1] == ALL_INTERFACES
     assert web[web.index("--port") + 1] == "8000"
+    assert web[web.index("--http") + 1] == "latencyboard.header_timeout:HeaderTimeoutProtocol"
     ingest = _command(services["ingest"])
     assert ingest[:3] == ["python", "-m", "ingest"]
     assert ingest[ingest.index("--host") + 1] == ALL_INTERFACES

@@ -25,6 +25,9 @@ from types import FrameType
 from latencyboard.local.embedded import EmbeddedPostgres, EmbeddedRedis, die_with_parent
 from latencyboard.local.supervisor import BASE_DIR, Child, GaveUp, Supervisor, tail
 
+# uvicorn's protocol with a deadline on request headers (a slow-header client is cut off).
+HEADER_TIMEOUT_PROTOCOL = "latencyboard.header_timeout:HeaderTimeoutProtocol"
+
 
 class Stop(Exception):
     pass
@@ -157,6 +160,7 @@ def _children(env: dict[str, str], log_dir: Path, bind: str, demo: bool) -> list
             # uvicorn would take X-Forwarded-For from any local process as the client's
             # address; TRUSTED_PROXY_COUNT decides in Django whether to trust it.
             "--no-proxy-headers",
+            *("--http", HEADER_TIMEOUT_PROTOCOL),
         ],
         "ingest": [
             *(python, "-m", "ingest", "--host", bind),

@@ -5,7 +5,8 @@ headers a byte every few seconds (or opens and sends nothing): such connections 
 as long as their clients like. Here the line and headers must be complete within
 ``header_timeout_s`` of the connection opening, or of a kept-alive connection's next request's
 first byte; otherwise the connection is closed. The body has its own bounds (see
-``ingest.http``).
+``ingest.http``). The ingest listener sets its deadline from ``INGEST_HEADER_TIMEOUT_SECONDS``;
+the web app is served with ``--http latencyboard.header_timeout:HeaderTimeoutProtocol`` (10 s).
 """
 
 from __future__ import annotations
