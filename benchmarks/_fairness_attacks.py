@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import http.client
 import itertools
+import multiprocessing as mp
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 from _soak_stack import ApiClient
@@ -273,3 +275,56 @@ def cardinality(port: int, token: str, services_per_export: int) -> Loop:
             conn.close()
 
     return Loop("b-cardinality", step, 0.2)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What team B attacks with: the ingest ports, its token, its logged-in viewer and its
+    pipeline (for queries)."""
+
+    http_port: int
+    grpc_port: int
+    token: str
+    client: ApiClient
+    pipeline: int
+
+
+def attack_loops(name: str, target: Target) -> list[Loop]:
+    if name == "silent_grpc":
+        return [SilentStreams(target.grpc_port, target.token, 32)]
+    if name == "huge_bodies":
+        return [DeclaredHugeBodies(target.http_port, target.token, 8)]
+    if name == "expensive_queries":
+        return expensive_queries(target.client, target.pipeline, 4)
+    if name == "cardinality":
+        return [cardinality(target.http_port, target.token, 50)]
+    raise ValueError(f"no attack {name!r}")
+
+
+def _attack(name: str, target: Target, ready: Any, stop: Any) -> None:
+    loops = attack_loops(name, target)
+    for loop in loops:
+        loop.start()
+    ready.set()
+    stop.wait()
+    for loop in loops:
+        loop.stop()
+
+
+@contextlib.contextmanager
+def attacking(name: str, target: Target) -> Iterator[None]:
+    """Team B's attack ``name`` for the ``with`` block, from a process of its own: its
+    threads must not share an interpreter lock with team A's clients, whose times are read."""
+    ctx = mp.get_context("spawn")
+    ready, stop = ctx.Event(), ctx.Event()
+    process = ctx.Process(target=_attack, args=(name, target, ready, stop), daemon=True)
+    process.start()
+    try:
+        if not ready.wait(60):
+            raise TimeoutError(f"attack {name} did not start within 60 s")
+        yield
+    finally:
+        stop.set()
+        process.join(30)
+        if process.is_alive():
+            process.kill()

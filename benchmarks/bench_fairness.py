@@ -2,8 +2,10 @@
 
 On a throwaway stack (PostgreSQL, Redis, ingest, web, the fold's worker, the notifications
 worker and beat, all children of this script), team A exports at a steady rate over OTLP/HTTP
-and OTLP/gRPC and browses its overview, pipeline page and percentiles API, through phases of
-``--phase-seconds`` each: first quiet, then one per attack of team B:
+and OTLP/gRPC and browses its overview, pipeline page and percentiles API, while team B runs
+each attack in turn. The machine's load changes under a run (the box is shared), so each
+attack is measured in ``--rounds`` pairs of slices of ``--slice-seconds``: quiet, then under
+attack, and compared with its own quiet slices. The attacks run in a process of their own:
 
 - ``slow_channels``: "Send test" on channels whose receivers answer one byte every 4 s;
 - ``silent_grpc``: Export calls that never send their message, re-opened as they are cut;
@@ -12,11 +14,11 @@ and OTLP/gRPC and browses its overview, pipeline page and percentiles API, throu
   from several threads at once;
 - ``cardinality``: exports whose every resource has a new ``service.name``.
 
-Per phase it prints team A's p99 export latency, its failed exports (anything but 200/OK:
-it has no rate limit of its own), how long its spans took to be folded (the slowest batch of
-the phase, from acknowledgement to fold) and its p99 page latency, with export and page
-latency as ratios to the quiet phase of the same run. Done when, in every attack: p99 export
-within 2x quiet, no failed export, every batch folded within 30 s, p99 page within 2x quiet.
+Per attack it prints team A's p99 export latency quiet and under attack, its failed exports
+under attack (anything but 200/OK: it has no rate limit of its own), how long its spans took
+to be folded (the slowest batch, acknowledgement to fold) and its p99 page latency quiet and
+under attack, latencies also as ratios. Done when, in every attack: p99 export within 2x
+quiet, no failed export, every batch folded within 30 s, p99 page within 2x quiet.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +33,12 @@ import numpy as np
 import psycopg
 from _fairness_attacks import (
     Answer,
-    DeclaredHugeBodies,
     Loop,
     Recorder,
-    SilentStreams,
+    Target,
+    attacking,
     browser,
     cardinality,
-    expensive_queries,
     grpc_exporter,
     http_exporter,
     slow_channels,
@@ -96,54 +95,71 @@ def children(root: Path, web_port: int) -> list[Child]:
     ]
 
 
+Window = tuple[float, float]
+
+
 def p99_ms(answers: list[Answer]) -> float | None:
     if not answers:
         return None
     return round(float(np.percentile([a.seconds for a in answers], 99)) * 1000, 1)
 
 
-def fold_delay(url: str, team_id: int, t0: float, t1: float) -> tuple[int, int, float]:
-    """(batches, folded, seconds from acknowledgement to fold of the slowest) of a phase,
-    once every batch is folded or FOLD_DEADLINE_S + 30 s after the phase."""
+def during(recorder: Recorder, windows: list[Window]) -> list[Answer]:
+    return [answer for t0, t1 in windows for answer in recorder.between(t0, t1)]
+
+
+def fold_delay(url: str, team_id: int, windows: list[Window]) -> tuple[int, int, float]:
+    """(batches, folded, seconds from acknowledgement to fold of the slowest) of the windows,
+    once every batch is folded or FOLD_DEADLINE_S + 30 s after the last window."""
     deadline = time.monotonic() + FOLD_DEADLINE_S + 30
     while True:
         with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-            row = conn.execute(FOLDED_DELAY, [team_id, t0, t1]).fetchone()
-        assert row is not None
-        batches, folded, slowest = int(row[0]), int(row[1]), float(row[2])
+            rows = [conn.execute(FOLDED_DELAY, [team_id, *w]).fetchone() for w in windows]
+        batches = sum(int(row[0]) for row in rows if row)
+        folded = sum(int(row[1]) for row in rows if row)
+        slowest = max(float(row[2]) for row in rows if row)
         if folded == batches or time.monotonic() > deadline:
             return batches, folded, round(slowest, 1)
         time.sleep(1)
-
-
-def figures_of(
-    recorder: Recorder, pages: Recorder, url: str, team_id: int, t0: float, t1: float
-) -> dict[str, Any]:
-    exports = recorder.between(t0, t1)
-    batches, folded, slowest = fold_delay(url, team_id, t0, t1)
-    return {
-        "exports": len(exports),
-        "export_p99_ms": p99_ms(exports),
-        "http_p99_ms": p99_ms([a for a in exports if a.what == "http"]),
-        "grpc_p99_ms": p99_ms([a for a in exports if a.what == "grpc"]),
-        "failed": sorted(a.status for a in exports if a.status not in ("200", "OK")),
-        "batches": batches,
-        "batches_folded": folded,
-        "fold_delay_max_s": slowest,
-        "pages": len(pages.between(t0, t1)),
-        "page_p99_ms": p99_ms(pages.between(t0, t1)),
-        "page_failed": sorted(a.status for a in pages.between(t0, t1) if a.status != "200"),
-    }
 
 
 def ratio(value: float | None, quiet: float | None) -> float | None:
     return round(value / quiet, 2) if value is not None and quiet else None
 
 
+def figures_of(
+    exports: Recorder, pages: Recorder, quiet: list[Window], attacked: list[Window]
+) -> dict[str, Any]:
+    under = during(exports, attacked)
+    figures: dict[str, Any] = {
+        "exports": len(under),
+        "export_p99_quiet_ms": p99_ms(during(exports, quiet)),
+        "export_p99_ms": p99_ms(under),
+        "http_p99_ms": p99_ms([a for a in under if a.what == "http"]),
+        "grpc_p99_ms": p99_ms([a for a in under if a.what == "grpc"]),
+        "failed": sorted(a.status for a in under if a.status not in ("200", "OK")),
+        "pages": len(during(pages, attacked)),
+        "page_p99_quiet_ms": p99_ms(during(pages, quiet)),
+        "page_p99_ms": p99_ms(during(pages, attacked)),
+        "page_failed": sorted(a.status for a in during(pages, attacked) if a.status != "200"),
+    }
+    figures["export_p99_vs_quiet"] = ratio(figures["export_p99_ms"], figures["export_p99_quiet_ms"])
+    figures["page_p99_vs_quiet"] = ratio(figures["page_p99_ms"], figures["page_p99_quiet_ms"])
+    return figures
+
+
+def wait_noting(seconds: float, windows: list[Window]) -> None:
+    """Wait ``seconds`` and note the window waited."""
+    t0 = time.time()
+    time.sleep(seconds)
+    windows.append((t0, time.time()))
+
+
 def run(args: argparse.Namespace) -> int:
     interrupt_on_sigterm()
     started: list[Child] = []
     loops: list[Loop] = []
+    attacks: dict[str, dict[str, Any]] = {}
     logs = ROOT / "var" / "bench" / "fairness-logs"
     with BenchStack(team_name="team-a", log_dir=logs) as stack, running_redis(stack) as redis_url:
         stack.env.update(
@@ -162,10 +178,10 @@ def run(args: argparse.Namespace) -> int:
             team_b, token_b = stack.manage("shell", "-c", TEAM_B_SCRIPT)
             a_client = ApiClient(stack, web_port, "a-viewer")
             b_client = ApiClient(stack, web_port, "b-viewer", int(team_b))
-            recorder, pages = Recorder(), Recorder()
+            exports, pages = Recorder(), Recorder()
             loops += [
-                http_exporter(ingest.http_port, stack.token, args.rate, recorder),
-                grpc_exporter(ingest.grpc_port, stack.token, args.rate, recorder),
+                http_exporter(ingest.http_port, stack.token, args.rate, exports),
+                grpc_exporter(ingest.grpc_port, stack.token, args.rate, exports),
                 cardinality(ingest.http_port, token_b, 1),  # team B's one pipeline
             ]
             for loop in loops:
@@ -176,7 +192,10 @@ def run(args: argparse.Namespace) -> int:
                     raise TimeoutError("no pipeline of team A or B after 60 s")
                 time.sleep(1)
             loops.pop().stop()
-            a_pipeline, b_pipeline = a_client.pipeline_ids()[0], b_client.pipeline_ids()[0]
+            a_pipeline = a_client.pipeline_ids()[0]
+            target = Target(
+                ingest.http_port, ingest.grpc_port, token_b, b_client, b_client.pipeline_ids()[0]
+            )
             a_paths = [
                 "/",
                 f"/pipelines/{a_pipeline}/",
@@ -184,91 +203,76 @@ def run(args: argparse.Namespace) -> int:
             ]
             loops.append(browser(a_client, a_paths, pages))
             loops[-1].start()
-            time.sleep(args.phase_seconds / 4)  # warm-up: first folds, first page loads
+            time.sleep(args.slice_seconds)  # warm-up: first folds, first page loads
 
             def send_tests(urls: list[str]) -> None:
                 stack.manage("shell", "-c", SEND_TESTS_SCRIPT.format(urls=urls, secret=SECRET))
 
-            attacks: dict[str, Callable[[], AbstractContextManager[Any]]] = {
-                "quiet": nullcontext,
-                "slow_channels": lambda: slow_channels(send_tests, 4),
-                "silent_grpc": lambda: looping([SilentStreams(ingest.grpc_port, token_b, 32)]),
-                "huge_bodies": lambda: looping([DeclaredHugeBodies(ingest.http_port, token_b, 8)]),
-                "expensive_queries": lambda: looping(expensive_queries(b_client, b_pipeline, 4)),
-                "cardinality": lambda: looping([cardinality(ingest.http_port, token_b, 50)]),
-            }
-            phases: dict[str, dict[str, Any]] = {}
-            for name in ("quiet", *(a for a in ATTACKS if a in args.attacks)):
-                with attacks[name]():
-                    t0 = time.time()
-                    time.sleep(args.phase_seconds)
-                    t1 = time.time()
-                phases[name] = figures_of(
-                    recorder, pages, stack.database_url, stack.team_id, t0, t1
-                )
-                report(name, phases)
+            for name in args.attacks:
+                quiet: list[Window] = []
+                attacked: list[Window] = []
+                for _ in range(args.rounds):
+                    wait_noting(args.slice_seconds, quiet)
+                    attack = (
+                        slow_channels(send_tests, 4)
+                        if name == "slow_channels"
+                        else attacking(name, target)
+                    )
+                    with attack:
+                        wait_noting(args.slice_seconds, attacked)
+                figures = figures_of(exports, pages, quiet, attacked)
+                batches, folded, slowest = fold_delay(stack.database_url, stack.team_id, attacked)
+                figures.update(batches=batches, batches_folded=folded, fold_delay_max_s=slowest)
+                attacks[name] = figures
+                report(name, figures)
         finally:
             for loop in loops:
                 loop.stop()
             for child in reversed(started):
                 child.stop()
-    return verdict(phases, args)
+    return verdict(attacks, args)
 
 
-@contextmanager
-def looping(loops: list[Loop]) -> Iterator[None]:
-    """Runs attack loops for the ``with`` block."""
-    for loop in loops:
-        loop.start()
-    try:
-        yield
-    finally:
-        for loop in loops:
-            loop.stop()
-
-
-def report(name: str, phases: dict[str, dict[str, Any]]) -> None:
-    quiet, phase = phases["quiet"], phases[name]
-    phase["export_p99_vs_quiet"] = ratio(phase["export_p99_ms"], quiet["export_p99_ms"])
-    phase["page_p99_vs_quiet"] = ratio(phase["page_p99_ms"], quiet["page_p99_ms"])
+def report(name: str, f: dict[str, Any]) -> None:
     print(
-        f"  {name:<18} exports {phase['exports']:>4}  p99 {phase['export_p99_ms']} ms"
-        f" ({phase['export_p99_vs_quiet']}x; http {phase['http_p99_ms']},"
-        f" grpc {phase['grpc_p99_ms']})  failed {len(phase['failed'])}"
-        f"  fold max {phase['fold_delay_max_s']} s"
-        f" ({phase['batches_folded']}/{phase['batches']} batches)"
-        f"  pages {phase['pages']} p99 {phase['page_p99_ms']} ms"
-        f" ({phase['page_p99_vs_quiet']}x) failed {len(phase['page_failed'])}",
+        f"  {name:<18} export p99 {f['export_p99_quiet_ms']} -> {f['export_p99_ms']} ms"
+        f" ({f['export_p99_vs_quiet']}x; http {f['http_p99_ms']}, grpc {f['grpc_p99_ms']})"
+        f"  failed {len(f['failed'])}/{f['exports']}"
+        f"  fold max {f['fold_delay_max_s']} s ({f['batches_folded']}/{f['batches']} batches)"
+        f"  page p99 {f['page_p99_quiet_ms']} -> {f['page_p99_ms']} ms"
+        f" ({f['page_p99_vs_quiet']}x) failed {len(f['page_failed'])}/{f['pages']}",
         flush=True,
     )
 
 
-def verdict(phases: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
+def verdict(attacks: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
     misses = []
-    for name, phase in phases.items():
-        if name == "quiet":
-            continue
-        if (phase["export_p99_vs_quiet"] or 99) > 2:
-            misses.append(f"{name}: export p99 {phase['export_p99_vs_quiet']}x quiet")
-        if phase["failed"]:
-            misses.append(f"{name}: {len(phase['failed'])} failed exports")
-        if phase["batches_folded"] < phase["batches"]:
-            misses.append(f"{name}: {phase['batches'] - phase['batches_folded']} batches unfolded")
-        if phase["fold_delay_max_s"] > FOLD_DEADLINE_S:
-            misses.append(f"{name}: a batch took {phase['fold_delay_max_s']} s to fold")
-        if (phase["page_p99_vs_quiet"] or 99) > 2 or phase["page_failed"]:
-            misses.append(f"{name}: page p99 {phase['page_p99_vs_quiet']}x quiet")
+    for name, f in attacks.items():
+        if (f["export_p99_vs_quiet"] or 99) > 2:
+            misses.append(f"{name}: export p99 {f['export_p99_vs_quiet']}x quiet")
+        if f["failed"]:
+            misses.append(f"{name}: {len(f['failed'])} failed exports")
+        if f["batches_folded"] < f["batches"]:
+            misses.append(f"{name}: {f['batches'] - f['batches_folded']} batches unfolded")
+        if f["fold_delay_max_s"] > FOLD_DEADLINE_S:
+            misses.append(f"{name}: a batch took {f['fold_delay_max_s']} s to fold")
+        if (f["page_p99_vs_quiet"] or 99) > 2 or f["page_failed"]:
+            misses.append(f"{name}: page p99 {f['page_p99_vs_quiet']}x quiet")
     config = bench_config(
-        phase_seconds=args.phase_seconds, rate_per_protocol=args.rate, attacks=args.attacks
+        rounds=args.rounds,
+        slice_seconds=args.slice_seconds,
+        rate_per_protocol=args.rate,
+        attacks=args.attacks,
     )
-    write_json(FIGURES, {"config": config, "phases": phases, "misses": misses})
+    write_json(FIGURES, {"config": config, "attacks": attacks, "misses": misses})
     print("  done when holds in every attack" if not misses else "  MISSED: " + "; ".join(misses))
     return 1 if misses else 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--phase-seconds", type=float, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--slice-seconds", type=float, default=15)
     parser.add_argument("--rate", type=float, default=4, help="team A's exports/s per protocol")
     parser.add_argument("--attacks", nargs="*", default=list(ATTACKS), choices=ATTACKS)
     return run(parser.parse_args())
