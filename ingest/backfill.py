@@ -180,9 +180,9 @@ def _source(
     pipeline_id = pipelines.ensure_pipeline(
         conn, team_id, profile.name, profiles.ENVIRONMENT, stage_cap=mapping.DEFAULT_STAGE_CAP
     )
-    rule_rows, stored_cap = pipelines.stage_rules(conn, pipeline_id)
-    cap = mapping.DEFAULT_STAGE_CAP if stored_cap is None else stored_cap
-    rules = [mapping.Rule(*row).compiled() for row in rule_rows]
+    stage_rules = pipelines.stage_rules(conn, pipeline_id)
+    cap = mapping.DEFAULT_STAGE_CAP if stage_rules.cap is None else stage_rules.cap
+    rules = [mapping.Rule(*row).compiled() for row in stage_rules.mapping]
     known = pipelines.stages(conn, pipeline_id)
     table = synthetic.template_table(profile)
     stage_ids = []

@@ -21,17 +21,12 @@ import orjson
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from ingest import derived_rows, events
 from ingest.attribute_split import AttributeSplit
 from ingest.decoding import DecodedSpan
-from latencyboard.pipelines import mapping
+from latencyboard.pipelines import derivation, mapping
 from latencyboard.storage import partitions as storage_partitions
-from latencyboard.storage import (
-    pipelines,
-    span_batches,
-    span_events,
-    span_templates,
-    spans_copy,
-)
+from latencyboard.storage import pipelines, span_batches, span_events, span_templates, spans_copy
 from latencyboard.storage.span_templates import json_bytes
 
 logger = logging.getLogger(__name__)
@@ -125,7 +120,7 @@ class _PipelineDirectory:
         self._lock = threading.Lock()
         self._pipelines: dict[tuple[int, str, str], int] = {}
         self._stages: dict[int, dict[str, int]] = {}
-        self._rules: dict[int, tuple[float, list[mapping.CompiledRule], int]] = {}
+        self._rules: dict[int, tuple[float, derived_rows.PipelineRules]] = {}
 
     def pipeline(
         self, conn: psycopg.Connection, team_id: int, service: str, env: str
@@ -149,22 +144,22 @@ class _PipelineDirectory:
             self._pipelines[key] = pipeline_id
         return pipeline_id
 
-    def rules(
-        self, conn: psycopg.Connection, pipeline_id: int
-    ) -> tuple[list[mapping.CompiledRule], int]:
+    def rules(self, conn: psycopg.Connection, pipeline_id: int) -> derived_rows.PipelineRules:
         cached = self._rules.get(pipeline_id)
         now = time.monotonic()
         if cached is not None and now - cached[0] < _DICTIONARY_TTL:
-            return cached[1], cached[2]
-        rows, stored_cap = pipelines.stage_rules(conn, pipeline_id)
-        compiled = [mapping.Rule(*row).compiled() for row in rows]
-        cap = self.stage_cap if stored_cap is None else stored_cap
+            return cached[1]
+        rules = derived_rows.PipelineRules.of(
+            pipelines.stage_rules(conn, pipeline_id), self.stage_cap
+        )
         with self._lock:
-            self._rules[pipeline_id] = (now, compiled, cap)
+            self._rules[pipeline_id] = (now, rules)
             self._stages.pop(pipeline_id, None)  # re-read stages too, other processes add some
-        return compiled, cap
+        return rules
 
-    def stage(self, conn: psycopg.Connection, pipeline_id: int, name: str, cap: int) -> int:
+    def stage(
+        self, conn: psycopg.Connection, pipeline_id: int, name: str, cap: int, definition: str = ""
+    ) -> int:
         stages = self._stages.get(pipeline_id)
         if stages is None:
             stages = pipelines.stages(conn, pipeline_id)
@@ -176,7 +171,7 @@ class _PipelineDirectory:
         capped = mapping.apply_cap(name, set(stages) - {mapping.OVERFLOW_STAGE}, cap)
         if capped in stages:
             return stages[capped]
-        stage_id = pipelines.ensure_stage(conn, pipeline_id, capped)
+        stage_id = pipelines.ensure_stage(conn, pipeline_id, capped, definition)
         with self._lock:
             stages[capped] = stage_id
         return stage_id
@@ -256,16 +251,6 @@ class _TemplateDirectory:
                 )
 
 
-def _event_rows(spans: Sequence[DecodedSpan]) -> list[span_events.EventRow]:
-    return [
-        span_events.EventRow(
-            span.trace_id, span.span_id, span.start_ns, span.dropped_events, span.events
-        )
-        for span in spans
-        if span.events or span.dropped_events
-    ]
-
-
 class SpanWriter:
     """Writes export requests to PostgreSQL through a small connection pool."""
 
@@ -311,7 +296,7 @@ class SpanWriter:
                 rows, kept = self._rows(conn, team_id, spans)
                 refused = len(spans) - len(kept)
                 batch = _Batch(
-                    team_id, received_at, protocol, rejected + refused, _event_rows(kept)
+                    team_id, received_at, protocol, rejected + refused, events.rows(kept)
                 )
                 try:
                     result = _store(conn, rows, batch)
@@ -329,19 +314,23 @@ class SpanWriter:
     def _rows(
         self, conn: psycopg.Connection, team_id: int, spans: Sequence[DecodedSpan]
     ) -> tuple[list[bytes], Sequence[DecodedSpan]]:
-        """The COPY rows of ``spans``, and the spans they are of (all but those refused)."""
+        """The COPY rows of ``spans`` and of the stages derived from them, and the spans they
+        are of (all but those refused, with their token bands)."""
         directory = self.directory
         templates = self.templates
         encode = spans_copy.encode_span
         rows: list[bytes] = []
-        refused: list[DecodedSpan] = []
-        pipeline_ids: dict[tuple[str, str], tuple[int, list[mapping.CompiledRule], int] | None]
-        pipeline_ids = {}
+        pipeline_ids: dict[tuple[str, str], tuple[int, derived_rows.PipelineRules] | None] = {}
         stage_ids: dict[tuple[int, str], int] = {}
         # The spans of one OTLP resource share its mapping object: one lookup per resource.
         resource_ids: dict[int, int] = {}
         new_resources: dict[int, span_templates.Resource] = {}
         new_templates: dict[int, span_templates.Template] = {}
+        kept: list[DecodedSpan] = []  # within the pipeline cap, with their token bands
+        placed: list[tuple[int, int]] = []  # each kept span's pipeline and resource
+        looked: dict[
+            int, derived_rows.PipelineRules
+        ] = {}  # pipelines with spans to derive stages from
         for span in spans:
             key = (span.service_name, span.environment)
             if key in pipeline_ids:
@@ -349,22 +338,29 @@ class SpanWriter:
             else:
                 found = directory.pipeline(conn, team_id, *key)
                 resolved = pipeline_ids[key] = (
-                    None if found is None else (found, *directory.rules(conn, found))
+                    None if found is None else (found, directory.rules(conn, found))
                 )
             if resolved is None:  # past the team's pipeline cap
-                refused.append(span)
                 continue
-            pipeline_id, rules, cap = resolved
-            merged = {**span.resource, **span.attributes} if rules else span.attributes
-            stage_name = mapping.resolve_stage(span.name, span.stage, merged, rules)
+            pipeline_id, rules = resolved
+            if span.events or not rules.keys.isdisjoint(span.attributes):
+                looked[pipeline_id] = rules
+                bands = derivation.token_bands(span.attributes) if rules.measures else None
+                if bands:
+                    span = span._replace(attributes={**span.attributes, **bands})
+            mapping_rules = rules.mapping
+            merged = {**span.resource, **span.attributes} if mapping_rules else span.attributes
+            stage_name = mapping.resolve_stage(span.name, span.stage, merged, mapping_rules)
             stage_id = stage_ids.get((pipeline_id, stage_name))
             if stage_id is None:
-                stage_id = directory.stage(conn, pipeline_id, stage_name, cap)
+                stage_id = directory.stage(conn, pipeline_id, stage_name, rules.cap)
                 stage_ids[(pipeline_id, stage_name)] = stage_id
             resource_id = resource_ids.get(id(span.resource))
             if resource_id is None:
                 resource_id = templates.resource(span.resource, new_resources)
                 resource_ids[id(span.resource)] = resource_id
+            kept.append(span)
+            placed.append((pipeline_id, resource_id))
             template_id, own = templates.template(
                 resource_id, span.name, span.attributes, new_templates
             )
@@ -386,9 +382,19 @@ class SpanWriter:
                     own,
                 )
             )
+        if looked:
+
+            def stage_of(pipeline_id: int, name: str, definition: str) -> int:
+                return directory.stage(conn, pipeline_id, name, looked[pipeline_id].cap, definition)
+
+            def template_of(resource_id: int, name: str, attributes: dict[str, object]) -> Split:
+                return templates.template(resource_id, name, attributes, new_templates)
+
+            rows.extend(
+                derived_rows.encode(
+                    team_id, kept, placed, looked, derived_rows.Lookups(stage_of, template_of)
+                )
+            )
         if new_resources or new_templates:
             templates.store(conn, new_resources, new_templates)
-        if not refused:
-            return rows, spans
-        dropped = {id(span) for span in refused}
-        return rows, [span for span in spans if id(span) not in dropped]
+        return rows, kept

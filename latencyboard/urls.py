@@ -19,6 +19,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("ingest.urls")),
     path("", include("latencyboard.dashboards.page_urls")),
+    path("", include("latencyboard.pipelines.page_urls")),
     path("traces/", include("latencyboard.traces.page_urls")),
     path("slas/", include("latencyboard.sla.page_urls")),
     path("compare/", include("latencyboard.compare.page_urls")),

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from latencyboard.pipelines import mapping
+from latencyboard.pipelines import derivation, mapping
 from latencyboard.teams.models import Role, Team
 from latencyboard.teams.queries import teams_of
 
@@ -33,6 +33,12 @@ class Pipeline(models.Model):
         default=mapping.DEFAULT_STAGE_CAP,
         help_text=f"Distinct stages kept; spans of further stages count as "
         f"'{mapping.OVERFLOW_STAGE}'.",
+    )
+    stage_presets = models.BooleanField(
+        default=True,
+        db_default=True,  # ingest creates pipelines in SQL
+        help_text="Recognise vLLM / SGLang, Triton and LLM spans with no configuration "
+        "(stages from their attributes and events, LLM measures, token bands).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -63,6 +69,14 @@ class Stage(models.Model):
 
     pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="stages")
     name = models.CharField(max_length=mapping.MAX_STAGE_NAME)
+    definition = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        db_default="",  # ingest creates stages in SQL
+        help_text="Where a derived stage is read from, or a measure's definition; empty for "
+        "stages of child spans.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = StageQuerySet.as_manager()
@@ -75,6 +89,14 @@ class Stage(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def kind(self) -> str:
+        """``measure`` (an LLM figure outside the budget), ``derived`` (read from a span's
+        attributes or events) or ``span`` (child spans)."""
+        if self.name in derivation.MEASURES:
+            return "measure"
+        return "derived" if self.definition else "span"
 
 
 def _validate_regex(value: str) -> None:
@@ -120,8 +142,68 @@ class StageRule(models.Model):
         )
 
 
+class DerivedStageRule(models.Model):
+    """A stage read from one span's attributes or events (see
+    :mod:`latencyboard.pipelines.derivation`): the duration in ``attribute``, or the time
+    from event ``start_event`` to event ``end_event``. A rule for a stage replaces the
+    presets' rules for that stage."""
+
+    pipeline = models.ForeignKey(
+        Pipeline, on_delete=models.CASCADE, related_name="derived_stage_rules"
+    )
+    position = models.PositiveIntegerField(default=0)
+    stage = models.CharField(max_length=mapping.MAX_STAGE_NAME)
+    attribute = models.CharField(
+        max_length=255, blank=True, help_text="Span attribute holding a duration"
+    )
+    unit = models.CharField(
+        max_length=2,
+        choices=[
+            ("s", "seconds"),
+            ("ms", "milliseconds"),
+            ("us", "microseconds"),
+            ("ns", "nanoseconds"),
+        ],
+        default="s",
+    )
+    start_event = models.CharField(max_length=255, blank=True, help_text="Span event name")
+    end_event = models.CharField(
+        max_length=255, blank=True, help_text="Span event name, on this span or one below it"
+    )
+
+    class Meta:
+        ordering = ["pipeline", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.stage} ← {self.as_rule().source}"
+
+    def clean(self) -> None:
+        by_attribute = bool(self.attribute)
+        by_events = bool(self.start_event or self.end_event)
+        if by_attribute == by_events:
+            raise ValidationError("A rule reads either a duration attribute or two events.")
+        if by_events and not (self.start_event and self.end_event):
+            raise ValidationError("An event rule needs a start event and an end event.")
+        if self.stage in derivation.MEASURES:
+            raise ValidationError({"stage": f"{self.stage} is a measure, not a stage."})
+
+    def as_rule(self) -> derivation.DerivedRule:
+        return derivation.DerivedRule(
+            stage=self.stage,
+            attribute=self.attribute,
+            unit=self.unit,  # type: ignore[arg-type]
+            start_event=self.start_event,
+            end_event=self.end_event,
+        )
+
+
 DEFAULT_COHORT_ATTRIBUTES = ("model.version", "service.version")
 """Cohort attributes of every pipeline: what changes with a deployment."""
+LLM_COHORT_ATTRIBUTES = derivation.BAND_ATTRIBUTES
+"""Cohort attributes of LLM pipelines too: the input- and output-token bands ingest gives LLM
+spans, so that "answers got longer" is told from "decode got slower". Folded for every
+pipeline (spans without them cost nothing), offered where a pipeline has LLM measures."""
+FOLDED_COHORT_ATTRIBUTES = (*DEFAULT_COHORT_ATTRIBUTES, *LLM_COHORT_ATTRIBUTES)
 MAX_EXTRA_COHORT_ATTRIBUTES = 3
 """Cohort attributes a pipeline may add to the defaults: each multiplies its rollup rows."""
 
@@ -155,5 +237,10 @@ class CohortAttribute(models.Model):
 
 def cohort_attributes(pipeline: Pipeline) -> list[str]:
     """The attributes whose values have their own sketches in this pipeline."""
-    extra = pipeline.cohort_attributes.values_list("key", flat=True)
-    return [*DEFAULT_COHORT_ATTRIBUTES, *extra]
+    extra = [
+        key
+        for key in pipeline.cohort_attributes.values_list("key", flat=True)
+        if key not in LLM_COHORT_ATTRIBUTES
+    ]
+    llm = pipeline.stages.filter(name__in=derivation.MEASURES).exists()
+    return [*DEFAULT_COHORT_ATTRIBUTES, *(LLM_COHORT_ATTRIBUTES if llm else ()), *extra]

@@ -15,9 +15,17 @@ class TeamRefSerializer(serializers.ModelSerializer):
 
 
 class StageRefSerializer(serializers.ModelSerializer):
+    kind = serializers.ChoiceField(
+        choices=["span", "derived", "measure"],
+        read_only=True,
+        help_text="span: child spans; derived: read from a span's attributes or events; "
+        "measure: an LLM figure beside the stages (time to first token, time per output "
+        "token), not part of the latency budget.",
+    )
+
     class Meta:
         model = Stage
-        fields = ["id", "name"]
+        fields = ["id", "name", "kind", "definition"]
 
 
 class PipelineSerializer(serializers.ModelSerializer):

@@ -16,7 +16,7 @@ import numpy.typing as npt
 import psycopg
 from django.conf import settings
 
-from latencyboard.pipelines.models import DEFAULT_COHORT_ATTRIBUTES
+from latencyboard.pipelines.models import FOLDED_COHORT_ATTRIBUTES
 from latencyboard.rollups import cohorts
 from latencyboard.rollups.cohorts import CohortFold, CohortGroup, CohortMinutes, DayKey
 from latencyboard.rollups.folding import SpanColumns
@@ -29,7 +29,7 @@ _PER_STATEMENT = 500
 def cohort_keys(cursor: psycopg.Cursor[Any]) -> list[str]:
     """Every attribute that is a cohort attribute of some pipeline."""
     configured = [key for (key,) in cursor.execute(cohort_rows.COHORT_KEYS).fetchall()]
-    return sorted({*DEFAULT_COHORT_ATTRIBUTES, *configured})
+    return sorted({*FOLDED_COHORT_ATTRIBUTES, *configured})
 
 
 def cohort_minutes(
@@ -48,7 +48,7 @@ def cohort_minutes(
     attribute configured since they were read waits for the next fold."""
     if not len(spans) or not teams:
         return CohortMinutes.none()
-    keys_of: dict[int, set[str]] = {pipeline: set(DEFAULT_COHORT_ATTRIBUTES) for pipeline in teams}
+    keys_of: dict[int, set[str]] = {pipeline: set(FOLDED_COHORT_ATTRIBUTES) for pipeline in teams}
     for pipeline_id, key in cursor.execute(cohort_rows.PIPELINE_KEYS, [list(teams)]).fetchall():
         if key in read_keys:
             keys_of[pipeline_id].add(key)
@@ -66,7 +66,7 @@ def cohort_minutes(
         cursor.execute(
             cohort_rows.SPANS_BY_COHORT,
             {
-                "defaults": list(DEFAULT_COHORT_ATTRIBUTES),
+                "defaults": list(FOLDED_COHORT_ATTRIBUTES),
                 "pipelines": list(teams),
                 "batches": list(batches),
                 "first": batches[0],

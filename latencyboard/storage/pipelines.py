@@ -7,11 +7,12 @@ before its id is cached and shared.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import psycopg
 
-from latencyboard.storage.tables import PIPELINE, STAGE, STAGE_RULE
+from latencyboard.storage.tables import DERIVED_STAGE_RULE, PIPELINE, STAGE, STAGE_RULE
 
 SERVICE_NAME_MAX_LENGTH: Final = 255
 ENVIRONMENT_MAX_LENGTH: Final = 100
@@ -30,16 +31,24 @@ _RULES: Final = f"""
 SELECT stage, name_pattern, attribute, value_pattern FROM {STAGE_RULE}
 WHERE pipeline_id = %s ORDER BY position, id
 """  # noqa: S608 - a constant table name, no input
-_STAGE_CAP: Final = f"SELECT stage_cap FROM {PIPELINE} WHERE id = %s"  # noqa: S608
+_STAGE_CAP: Final = f"SELECT stage_cap, stage_presets FROM {PIPELINE} WHERE id = %s"  # noqa: S608
+_DERIVED_RULES: Final = f"""
+SELECT stage, attribute, unit, start_event, end_event FROM {DERIVED_STAGE_RULE}
+WHERE pipeline_id = %s ORDER BY position, id
+"""  # noqa: S608 - a constant table name, no input
 _STAGES: Final = f"SELECT name, id FROM {STAGE} WHERE pipeline_id = %s"  # noqa: S608
 _ENSURE_STAGE: Final = f"""
-INSERT INTO {STAGE} (pipeline_id, name, created_at) VALUES (%s, %s, now())
-ON CONFLICT (pipeline_id, name) DO UPDATE SET name = EXCLUDED.name
+INSERT INTO {STAGE} (pipeline_id, name, definition, created_at) VALUES (%s, %s, %s, now())
+ON CONFLICT (pipeline_id, name) DO UPDATE
+SET definition = CASE WHEN EXCLUDED.definition = '' THEN {STAGE}.definition
+                      ELSE EXCLUDED.definition END
 RETURNING id
 """  # noqa: S608 - a constant table name, no input
 
 RuleRow = tuple[str, str, str, str]
 """(stage, name pattern, attribute, value pattern), as ``mapping.Rule`` takes them."""
+DerivedRuleRow = tuple[str, str, str, str, str]
+"""(stage, attribute, unit, start event, end event), as ``derivation.DerivedRule`` takes them."""
 
 
 def ensure_pipeline(
@@ -77,13 +86,25 @@ def pipeline_within_cap(
     return ensure_pipeline(conn, team_id, service, env, stage_cap=stage_cap)
 
 
-def stage_rules(
-    conn: psycopg.Connection[Any], pipeline_id: int
-) -> tuple[list[RuleRow], int | None]:
-    """The pipeline's stage mapping rules in order, and its stage cap (None: no pipeline)."""
+@dataclass(frozen=True, slots=True)
+class StageRules:
+    """What ingest needs to put a pipeline's spans in stages."""
+
+    mapping: list[RuleRow]
+    derived: list[DerivedRuleRow]
+    cap: int | None  # None: no such pipeline
+    presets: bool
+
+
+def stage_rules(conn: psycopg.Connection[Any], pipeline_id: int) -> StageRules:
+    """The pipeline's stage mapping rules and derived stage rules in order, its stage cap and
+    whether its presets are on."""
     rules = conn.execute(_RULES, [pipeline_id]).fetchall()
-    cap = conn.execute(_STAGE_CAP, [pipeline_id]).fetchone()
-    return rules, None if cap is None else int(cap[0])
+    derived = conn.execute(_DERIVED_RULES, [pipeline_id]).fetchall()
+    row = conn.execute(_STAGE_CAP, [pipeline_id]).fetchone()
+    if row is None:
+        return StageRules(rules, derived, None, True)
+    return StageRules(rules, derived, int(row[0]), bool(row[1]))
 
 
 def stages(conn: psycopg.Connection[Any], pipeline_id: int) -> dict[str, int]:
@@ -91,8 +112,11 @@ def stages(conn: psycopg.Connection[Any], pipeline_id: int) -> dict[str, int]:
     return {name: int(stage_id) for name, stage_id in conn.execute(_STAGES, [pipeline_id])}
 
 
-def ensure_stage(conn: psycopg.Connection[Any], pipeline_id: int, name: str) -> int:
-    """The id of the pipeline's stage ``name``, created when missing."""
-    row = conn.execute(_ENSURE_STAGE, [pipeline_id, name]).fetchone()
+def ensure_stage(
+    conn: psycopg.Connection[Any], pipeline_id: int, name: str, definition: str = ""
+) -> int:
+    """The id of the pipeline's stage ``name``, created when missing; a ``definition`` (of
+    a derived stage or measure) replaces the stored one."""
+    row = conn.execute(_ENSURE_STAGE, [pipeline_id, name, definition[:300]]).fetchone()
     assert row is not None
     return int(row[0])

@@ -17,8 +17,9 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from latencyboard.pipelines.derivation import MEASURES
 from latencyboard.storage import copy_format
-from latencyboard.storage.tables import SPAN, STAGE_SHARE, STAGE_SHARE_WATERMARK
+from latencyboard.storage.tables import SPAN, STAGE, STAGE_SHARE, STAGE_SHARE_WATERMARK
 from latencyboard.storage.timestamps import PG_EPOCH_US
 
 IntArray = npt.NDArray[np.int64]
@@ -72,10 +73,14 @@ OFFSET %(offset)s LIMIT 1
 """  # noqa: S608 - a constant table name, no input
 # The trace ids are collected first (pipeline_time index), then their spans are found by
 # the primary key (team_id, trace_id, …) rather than by scanning the pipeline's hours.
+# Measures (time to first token …) overlap the stages of a request: no part of its budget.
 _TRACE_SPANS: Final = f"""
 SELECT {_SPAN_COLUMNS} FROM {SPAN}
 WHERE team_id = %(team)s AND pipeline_id = %(pipeline)s
   AND start_time >= %(reach_start)s AND start_time < %(reach_end)s
+  AND stage_id <> ALL(ARRAY(
+      SELECT id FROM {STAGE} WHERE pipeline_id = %(pipeline)s AND name = ANY(%(measures)s)
+  ))
   AND trace_id = ANY(ARRAY(
       SELECT trace_id FROM {SPAN}
       WHERE pipeline_id = %(pipeline)s AND is_root
@@ -236,6 +241,7 @@ def trace_spans(
         "end": end,
         "reach_start": start - reach,
         "reach_end": end + reach,
+        "measures": sorted(MEASURES),
     }
     with cursor.copy(f"COPY ({_TRACE_SPANS}) TO STDOUT (FORMAT BINARY)", params) as copy:
         data = b"".join(copy)

@@ -13,6 +13,7 @@ INGEST_BATCH: Final = "spans_ingestbatch"
 PIPELINE: Final = "pipelines_pipeline"
 STAGE: Final = "pipelines_stage"
 STAGE_RULE: Final = "pipelines_stagerule"
+DERIVED_STAGE_RULE: Final = "pipelines_derivedstagerule"
 ROLLUP: Final = "rollups_rollup"
 COHORT_ROLLUP: Final = "rollups_cohortrollup"
 # Every cohort row, those a rollup minute row stands for included (read-only, see Rollup.cohorts)

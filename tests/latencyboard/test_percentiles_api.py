@@ -384,7 +384,10 @@ def test_member_lists_their_pipelines_with_stages_and_team(client, dataset):
                 "name": dataset.team.name,
                 "slug": dataset.team.slug,
             },
-            "stages": [{"id": stage.pk, "name": stage.name} for stage in dataset.stages],
+            "stages": [
+                {"id": stage.pk, "name": stage.name, "kind": "span", "definition": ""}
+                for stage in dataset.stages
+            ],
         }
     ]
 

@@ -1,0 +1,111 @@
+"""Span rows of the stages and measures derived from one export request's spans.
+
+:func:`latencyboard.pipelines.derivation.derive` finds them; this module stores each as a
+synthetic child span of the span it was read from: same trace, a span id of its own (the same
+on a retried export, so it is stored once), that span as parent, the stage as name, never a
+root. Its attributes are its parent's own, less what it was derived from, plus
+``latencyboard.derived`` (where it was read from) or ``latencyboard.measure`` (its
+definition): it falls in the parent's cohorts (model version, token bands) and the waterfall
+can tell it from a real span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ingest.decoding import DecodedSpan
+from latencyboard.pipelines import derivation, mapping
+from latencyboard.storage import pipelines, spans_copy
+
+_INTERNAL = 1  # SpanKind
+_LEFT_OUT = derivation.TRIGGERS | {"inference.stage"}
+
+
+class Lookups(NamedTuple):
+    """The writer's dictionaries: a stage id by (pipeline, name, definition) and a span's
+    template id and own attributes by (resource, name, attributes)."""
+
+    stage: Callable[[int, str, str], int]
+    template: Callable[[int, str, dict[str, object]], tuple[int, dict[str, object]]]
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineRules:
+    """How a pipeline's spans are put in stages: mapping rules and cap, derived stage rules,
+    and the attributes that make a span worth a derivation look."""
+
+    mapping: list[mapping.CompiledRule]
+    cap: int
+    derived: tuple[derivation.DerivedRule, ...]
+    keys: frozenset[str]
+    measures: bool
+
+    @classmethod
+    def of(cls, stored: pipelines.StageRules, default_cap: int) -> PipelineRules:
+        own = [derivation.DerivedRule(*row) for row in stored.derived]  # type: ignore[arg-type]
+        derived = derivation.effective_rules(own, stored.presets)
+        keys = frozenset(rule.attribute for rule in derived if rule.attribute)
+        return cls(
+            [mapping.Rule(*row).compiled() for row in stored.mapping],
+            default_cap if stored.cap is None else stored.cap,
+            derived,
+            keys | derivation.TRIGGERS if stored.presets else keys,
+            stored.presets,
+        )
+
+
+def _view(span: DecodedSpan) -> derivation.SpanView:
+    return derivation.SpanView(
+        span.trace_id,
+        span.span_id,
+        span.parent_span_id,
+        span.start_ns,
+        span.end_ns,
+        span.attributes,
+        [(event.time_ns, event.name) for event in span.events],
+    )
+
+
+def encode(
+    team_id: int,
+    spans: Sequence[DecodedSpan],
+    placed: Sequence[tuple[int, int]],
+    looked: Mapping[int, PipelineRules],
+    lookups: Lookups,
+) -> list[bytes]:
+    """The rows derived from the spans of the pipelines in ``looked`` (whose rules are
+    ``looked[pipeline].derived`` and ``.measures``); ``placed[i]`` is span i's pipeline and
+    resource."""
+    rows = []
+    for pipeline_id, rules in looked.items():
+        indexes = [i for i, (pipeline, _) in enumerate(placed) if pipeline == pipeline_id]
+        views = [_view(spans[i]) for i in indexes]
+        for found in derivation.derive(views, rules.derived, rules.measures):
+            parent = spans[indexes[found.anchor]]
+            attributes = {k: v for k, v in parent.attributes.items() if k not in _LEFT_OUT}
+            flag = derivation.MEASURE_ATTRIBUTE if found.measure else derivation.DERIVED_ATTRIBUTE
+            attributes[flag] = found.source
+            template_id, own = lookups.template(
+                placed[indexes[found.anchor]][1], found.stage, attributes
+            )
+            rows.append(
+                spans_copy.encode_span(
+                    team_id,
+                    pipeline_id,
+                    lookups.stage(pipeline_id, found.stage, found.source),
+                    template_id,
+                    parent.trace_id,
+                    found.span_id(parent.span_id),
+                    parent.span_id,
+                    _INTERNAL,
+                    0,
+                    "",
+                    found.start_ns,
+                    max(0, found.end_ns - found.start_ns),
+                    False,
+                    own,
+                )
+            )
+    return rows
