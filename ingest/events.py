@@ -18,7 +18,6 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ingest.limits import Converter, Limits, Sizer, cap_attributes
 from ingest.values import pb_size, pb_value
-from latencyboard.storage import span_events
 
 __all__ = ["RawEvent", "SpanEvent", "cap_events", "dropped", "event_limits", "from_protobuf"]
 
@@ -104,14 +103,3 @@ def dropped(spans: Iterable[_WithEvents]) -> tuple[int, int]:
             events += span.dropped_events
             attributes += sum(event.dropped_attributes for event in span.events)
     return events, attributes
-
-
-def rows(spans: Iterable[Any]) -> list[span_events.EventRow]:
-    """The event rows to store of decoded spans (those that have events or dropped some)."""
-    return [
-        span_events.EventRow(
-            span.trace_id, span.span_id, span.start_ns, span.dropped_events, span.events
-        )
-        for span in spans
-        if span.events or span.dropped_events
-    ]

@@ -21,7 +21,7 @@ import orjson
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ingest import derived_rows, events
+from ingest import derived_rows
 from ingest.attribute_split import AttributeSplit
 from ingest.decoding import DecodedSpan
 from latencyboard.pipelines import derivation, mapping
@@ -296,7 +296,7 @@ class SpanWriter:
                 rows, kept = self._rows(conn, team_id, spans)
                 refused = len(spans) - len(kept)
                 batch = _Batch(
-                    team_id, received_at, protocol, rejected + refused, events.rows(kept)
+                    team_id, received_at, protocol, rejected + refused, span_events.rows_of(kept)
                 )
                 try:
                     result = _store(conn, rows, batch)

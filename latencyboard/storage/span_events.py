@@ -18,7 +18,7 @@ import datetime as dt
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 import psycopg
@@ -76,6 +76,30 @@ class EventRow:
         start = self.start_ns // 1000 * 1000  # as the span table keeps it
         events = [[time_ns - start, name, attrs, n] for time_ns, name, attrs, n in self.events]
         return json_list_bytes(events).decode()
+
+
+class _Decoded(Protocol):
+    """What :func:`rows_of` reads of a decoded span (``ingest.decoding.DecodedSpan``)."""
+
+    @property
+    def trace_id(self) -> bytes: ...
+    @property
+    def span_id(self) -> bytes: ...
+    @property
+    def start_ns(self) -> int: ...
+    @property
+    def dropped_events(self) -> int: ...
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+
+def rows_of(spans: Iterable[_Decoded]) -> list[EventRow]:
+    """The event rows of decoded spans: of those that have events or dropped some."""
+    return [
+        EventRow(span.trace_id, span.span_id, span.start_ns, span.dropped_events, span.events)
+        for span in spans
+        if span.events or span.dropped_events
+    ]
 
 
 def start_time(start_ns: int) -> dt.datetime:

@@ -96,7 +96,7 @@ def _imports(module: str) -> set[str]:
     return seen
 
 
-NO_STORAGE = {"ingest.synthetic", "latencyboard.pipelines.derivation"}
+NO_STORAGE = {"ingest.synthetic", "latencyboard.pipelines.derivation", "ingest.decoding"}
 
 
 @pytest.mark.parametrize(
@@ -110,6 +110,7 @@ NO_STORAGE = {"ingest.synthetic", "latencyboard.pipelines.derivation"}
         "latencyboard.rollups.stage_share_minutes",
         "latencyboard.pipelines.derivation",
         "ingest.derived_rows",
+        "ingest.decoding",
         "ingest.synthetic",
     ],
 )
