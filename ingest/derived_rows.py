@@ -20,7 +20,8 @@ from latencyboard.pipelines import derivation, mapping
 from latencyboard.storage import pipelines, spans_copy
 
 _INTERNAL = 1  # SpanKind
-_LEFT_OUT = derivation.TRIGGERS | {"inference.stage"}
+# What it was derived from, and ids of the request (its parent has them).
+_LEFT_OUT = derivation.TRIGGERS | {"inference.stage", "gen_ai.request.id", "gen_ai.response.id"}
 
 
 class Lookups(NamedTuple):

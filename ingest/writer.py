@@ -327,7 +327,6 @@ class SpanWriter:
         new_resources: dict[int, span_templates.Resource] = {}
         new_templates: dict[int, span_templates.Template] = {}
         kept: list[DecodedSpan] = []  # within the pipeline cap, with their token bands
-        placed: list[tuple[int, int]] = []  # each kept span's pipeline and resource
         looked: dict[
             int, derived_rows.PipelineRules
         ] = {}  # pipelines with spans to derive stages from
@@ -360,7 +359,6 @@ class SpanWriter:
                 resource_id = templates.resource(span.resource, new_resources)
                 resource_ids[id(span.resource)] = resource_id
             kept.append(span)
-            placed.append((pipeline_id, resource_id))
             template_id, own = templates.template(
                 resource_id, span.name, span.attributes, new_templates
             )
@@ -390,11 +388,12 @@ class SpanWriter:
             def template_of(resource_id: int, name: str, attributes: dict[str, object]) -> Split:
                 return templates.template(resource_id, name, attributes, new_templates)
 
-            rows.extend(
-                derived_rows.encode(
-                    team_id, kept, placed, looked, derived_rows.Lookups(stage_of, template_of)
-                )
-            )
+            placed = [
+                (pipeline_ids[(s.service_name, s.environment)][0], resource_ids[id(s.resource)])  # type: ignore[index]
+                for s in kept
+            ]
+            lookups = derived_rows.Lookups(stage_of, template_of)
+            rows.extend(derived_rows.encode(team_id, kept, placed, looked, lookups))
         if new_resources or new_templates:
             templates.store(conn, new_resources, new_templates)
         return rows, kept

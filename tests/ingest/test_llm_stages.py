@@ -19,6 +19,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.propagate import extract, inject
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -30,7 +31,9 @@ from latencyboard.rollups import services as rollup_services
 from latencyboard.rollups import stage_share_services
 from latencyboard.rollups.models import StageShare
 from latencyboard.sketches.buckets import RELATIVE_ERROR
+from latencyboard.spans.models import Span
 from tests.factories import make_team_with_token, make_user
+from tests.ingest.otlp import SpanSpec, export_request, post, signed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -285,3 +288,33 @@ def test_triton_requests_show_queue_and_compute_phases(ingest_server, client):
     summaries = _summaries(client, make_user(tenant.team), pipeline, names)
     for column, name in enumerate(names):
         _assert_within_bound(summaries[name], phases_us[:, column] / 1e3)
+
+
+def test_a_retried_vllm_export_stores_its_derived_stages_once(ingest_server):
+    # given one vLLM request's export, as protobuf
+    tenant = make_team_with_token()
+    span = SpanSpec(name="llm_request", kind=PbSpan.SPAN_KIND_SERVER).build()
+    for key, seconds in (
+        ("gen_ai.latency.time_in_queue", 0.01),
+        ("gen_ai.latency.time_in_model_prefill", 0.02),
+        ("gen_ai.latency.time_in_model_decode", 0.3),
+        ("gen_ai.latency.time_to_first_token", 0.03),
+    ):
+        span.attributes.add(key=key).value.double_value = seconds
+    span.attributes.add(key="gen_ai.usage.completion_tokens").value.int_value = 31
+    request = export_request(service="vllm")
+    request.resource_spans[0].scope_spans[0].spans.append(span)
+    headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {tenant.token}"}
+
+    # when the SDK sends it twice (a retry after a lost answer)
+    for _ in range(2):
+        assert post(ingest_server.traces_url, request.SerializeToString(), headers).status == 200
+
+    # then the span and its five derived rows (three stages, two measures) are stored once
+    stored = Span.objects.filter(team_id=tenant.team.id)
+    names = ["llm_request", "queue", "prefill", "decode", *derivation.MEASURES]
+    assert sorted(stored.values_list("name", flat=True)) == sorted(names)
+    derived = stored.exclude(name="llm_request")
+    assert {row.parent_span_id for row in derived} == {signed(span.span_id)}
+    flags = {derivation.DERIVED_ATTRIBUTE, derivation.MEASURE_ATTRIBUTE}
+    assert all(len(flags & set(row.attributes)) == 1 for row in derived)
