@@ -37,10 +37,12 @@ def record(
     *,
     actor: User | AnonymousUser | None = None,
     now: dt.datetime | None = None,
+    command: str | None = None,
 ) -> AuditEvent:
-    """Append one event: who (``actor``, else the request's user; none for the system),
-    ``action`` (``"objective.created"``), ``subject``, ``detail`` (JSON-able) and from where
-    (the request's client address and user agent)."""
+    """Append one event: who (``actor``, else the request's user, else the management
+    ``command``, as ``manage.py <command>``; none for the system), ``action``
+    (``"objective.created"``), ``subject``, ``detail`` (JSON-able) and from where (the
+    request's client address and user agent)."""
     if actor is None and request is not None:
         actor = request.user
     known = actor if actor is not None and actor.is_authenticated else None
@@ -49,7 +51,7 @@ def record(
         at=now or timezone.now(),
         team_id=subject.team_id,
         actor_id=None if known is None else known.pk,
-        actor_username="" if known is None else known.get_username(),
+        actor_username=_actor_name(known, command),
         action=action,
         subject_type=subject.type,
         subject_id=str(subject.id),
@@ -63,6 +65,12 @@ def record(
         extra={"audit_event": event.pk, "action": action, "team": subject.team_id},
     )
     return event
+
+
+def _actor_name(user: User | AnonymousUser | None, command: str | None) -> str:
+    if user is not None:
+        return user.get_username()
+    return "" if command is None else f"manage.py {command}"
 
 
 def client_ip(request: HttpRequest | None) -> str | None:
@@ -80,4 +88,5 @@ def on_acted(sender: object, **kwargs: Any) -> None:
         kwargs["subject"],
         kwargs["detail"],
         actor=kwargs.get("actor"),
+        command=kwargs.get("command"),
     )

@@ -36,9 +36,17 @@ def act(
     detail: Mapping[str, Any] | None = None,
     *,
     actor: User | AnonymousUser | None = None,
+    command: str | None = None,
 ) -> None:
     """Record that ``actor`` (else the request's user) did ``action`` (``"objective.created"``)
-    to ``subject``; ``detail`` is JSON-able (numbers as strings where exactness matters)."""
+    to ``subject``; ``detail`` is JSON-able (numbers as strings where exactness matters).
+    A management command acting on its own names itself: ``command="bootstrap_local"``."""
     acted.send(
-        Subject, request=request, action=action, subject=subject, detail=detail or {}, actor=actor
+        Subject,
+        request=request,
+        action=action,
+        subject=subject,
+        detail=detail or {},
+        actor=actor,
+        command=command,
     )

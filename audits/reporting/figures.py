@@ -132,7 +132,9 @@ class ReportData:
 
 def _as_of(versions: Sequence[Version], at: dt.datetime) -> list[Version]:
     """The versions as they stood at ``at``: later ones dropped, the then-current one open."""
-    kept = [v for v in versions if v.effective_from is None or v.effective_from <= at]
+    kept = [v for v in versions if v.effective_from <= at]
+    if not kept:
+        return []
     last = kept[-1]
     if last.effective_until is not None and last.effective_until > at:
         kept[-1] = Version(
@@ -196,9 +198,12 @@ def _objective_figures(
     counters_from = None if first is None else first.minute
     attainment = []
     versions = _as_of(versions_of(objective), at)
-    for version in versions:
+    for index, version in enumerate(versions):
+        # The first version's rows span the whole period: no counters exist before it took
+        # effect, and its coverage must say so over the period, not over the version.
+        since = None if index == 0 else version.effective_from
         for period in (*months, quarter):
-            cut = periods.clip(period, version.effective_from, version.effective_until)
+            cut = periods.clip(period, since, version.effective_until)
             cut = None if cut is None else periods.clip(cut, None, data_end)
             if cut is None:
                 continue

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from latencyboard.alerts.baselines import compute_pipeline_baselines
 from latencyboard.alerts.models import Baseline, Rule
+from latencyboard.audit_trail import Subject, act
 from latencyboard.demo import incident as demo_incident
 from latencyboard.demo.profiles import PIPELINES
 from latencyboard.pipelines.models import Pipeline
@@ -54,6 +55,13 @@ def start_incident(
             pipeline=pipeline,
             name=f"{pipeline_name} tail regression",
             min_effect_ms=DEMO_MIN_EFFECT_MS,
+        )
+        act(
+            None,
+            "alert_rule.created",
+            Subject("alert_rule", rule.pk, rule.name, pipeline.team_id),
+            {"name": rule.name, "regression": True, "min_effect_ms": DEMO_MIN_EFFECT_MS},
+            command="demo_incident",
         )
     compute_pipeline_baselines(pipeline, now)
     until = now + duration

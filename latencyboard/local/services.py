@@ -12,17 +12,21 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from latencyboard.audit_trail import Subject, act
 from latencyboard.demo import profiles
 from latencyboard.pipelines.models import Pipeline
+from latencyboard.sla import versions
 from latencyboard.sla.models import Window
 from latencyboard.sla.services import create_objective
 from latencyboard.teams import services as team_services
 from latencyboard.teams import tokens
-from latencyboard.teams.models import IngestToken, Role, Team
+from latencyboard.teams.models import IngestToken, Membership, Role, Team
 
 ADMIN_USERNAME = "admin"
 DEMO_TEAM = "Demo"
 DEMO_SLA_TARGET = Decimal("99.000")
+BOOTSTRAP_COMMAND = "bootstrap_local"
+"""The actor of what the first start creates, in the audit log."""
 # End to end, about each pipeline's p99.4 on its baseline model: the slower candidate models
 # burn part of the error budget whenever they are rolled out.
 DEMO_SLA_THRESHOLDS_MS = {"fraud-scorer": 75.0, "recommender": 300.0, "clinical-alerts": 300.0}
@@ -66,7 +70,16 @@ def bootstrap(var_dir: Path, *, demo: bool = False) -> LocalCredentials:
         admin = user_model.objects.create_superuser(ADMIN_USERNAME, "", password)
         _write_secret(password_file, password)
     team, _ = Team.objects.get_or_create(slug="demo", defaults={"name": DEMO_TEAM})
-    team_services.add_member(team, admin, Role.ADMIN)
+    before = Membership.objects.filter(team=team, user=admin).values_list("role", flat=True).first()
+    if before != Role.ADMIN:
+        team_services.add_member(team, admin, Role.ADMIN)
+        act(
+            None,
+            "membership.added" if before is None else "membership.role_changed",
+            Subject("membership", admin.pk, admin.get_username(), team.pk),
+            {"role": {"before": before, "after": Role.ADMIN.value}},
+            command=BOOTSTRAP_COMMAND,
+        )
 
     demo_token = _read_secret(token_file)
     still_valid = (
@@ -76,8 +89,16 @@ def bootstrap(var_dir: Path, *, demo: bool = False) -> LocalCredentials:
         ).exists()
     )
     if demo_token is None or not still_valid:
-        demo_token = team_services.issue_ingest_token(team, "demo service", admin).plaintext
+        issued = team_services.issue_ingest_token(team, "demo service", admin)
+        demo_token = issued.plaintext
         _write_secret(token_file, demo_token)
+        act(
+            None,
+            "ingest_token.created",
+            Subject("ingest_token", issued.token.pk, issued.token.name, team.pk),
+            {"prefix": issued.token.prefix},
+            command=BOOTSTRAP_COMMAND,
+        )
     if demo:
         _create_demo_pipelines(team, admin)
     return LocalCredentials(ADMIN_USERNAME, _read_secret(password_file), demo_token)
@@ -91,7 +112,7 @@ def _create_demo_pipelines(team: Team, admin: User) -> None:
         if not created:
             continue
         threshold_ms = DEMO_SLA_THRESHOLDS_MS[profile.name]
-        create_objective(
+        objective = create_objective(
             team,
             pipeline,
             None,
@@ -100,4 +121,11 @@ def _create_demo_pipelines(team: Team, admin: User) -> None:
             DEMO_SLA_TARGET,
             Window.ROLLING_28D,
             admin,
+        )
+        act(
+            None,
+            "objective.created",
+            versions.audit_subject(objective),
+            versions.audit_detail(objective),
+            command=BOOTSTRAP_COMMAND,
         )

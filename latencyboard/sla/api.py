@@ -164,7 +164,7 @@ class ObjectiveViewSet(
             request,
             "objective.edited",
             versions.audit_subject(edit.objective),
-            {**versions.audit_detail(edit.objective), "version": edit.current.number},
+            versions.edit_detail(edit),
         )
         return Response(ObjectiveSerializer(edit.objective).data)
 

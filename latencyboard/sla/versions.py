@@ -26,7 +26,7 @@ from latencyboard.db import psycopg_cursor
 from latencyboard.sla import counters
 from latencyboard.sla.attainment import floor_minute
 from latencyboard.sla.counting import ObjectiveSpec
-from latencyboard.sla.models import MaintenanceWindow, Objective, ObjectiveVersion
+from latencyboard.sla.models import MaintenanceWindow, Objective, ObjectiveVersion, SlaMinute
 from latencyboard.storage import fold_lock
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
@@ -36,14 +36,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Version:
-    """One version of an objective; ``effective_from`` None: since its counters began,
-    ``effective_until`` None: still in force."""
+    """One version of an objective; ``effective_until`` None: still in force."""
 
     number: int
     name: str
     threshold_ms: float
     target_percent: Decimal
-    effective_from: dt.datetime | None
+    effective_from: dt.datetime
     effective_until: dt.datetime | None
 
 
@@ -55,12 +54,33 @@ class Edit:
     recounted_minutes: int
 
 
+def counted_since(objective: Objective) -> dt.datetime:
+    """When ``objective``'s first version took effect: its first counted minute (creation
+    back-fills from the retained spans), or its creation's minute when it counted none then."""
+    created = floor_minute(objective.created_at)
+    first = (
+        SlaMinute.objects.filter(objective=objective, minute__lt=created)
+        .order_by("minute")
+        .values_list("minute", flat=True)
+        .first()
+    )
+    return created if first is None else first
+
+
 def versions_of(objective: Objective) -> list[Version]:
-    """Every version of ``objective``, oldest first (one when it was never edited)."""
+    """Every version of ``objective``, oldest first (one when it was never edited); the first
+    takes effect at :func:`counted_since`."""
     rows = list(objective.versions.order_by("number"))
     if not rows:
         return [
-            Version(1, objective.name, objective.threshold_ms, objective.target_percent, None, None)
+            Version(
+                1,
+                objective.name,
+                objective.threshold_ms,
+                objective.target_percent,
+                counted_since(objective),
+                None,
+            )
         ]
     return [
         Version(
@@ -68,7 +88,7 @@ def versions_of(objective: Objective) -> list[Version]:
             row.name,
             row.threshold_ms,
             row.target_percent,
-            row.effective_from,
+            row.effective_from or counted_since(objective),
             row.effective_until,
         )
         for row in rows
@@ -118,7 +138,7 @@ def edit_objective(
                 threshold_ms=current.threshold_ms,
                 target_percent=current.target_percent,
                 window=current.window,
-                effective_from=None,
+                effective_from=counted_since(current),
                 created_by=None,
                 created_at=current.created_at,
             )
@@ -167,6 +187,23 @@ def audit_detail(objective: Objective) -> dict[str, str | int | None]:
         "threshold_ms": repr(objective.threshold_ms),
         "target_percent": str(objective.target_percent),
         "window": objective.window,
+    }
+
+
+def edit_detail(edit: Edit) -> dict[str, object]:
+    """An edit for the audit log: the objective as it is now, its version, and under
+    ``before`` what the edit changed as it was."""
+    previous, current = edit.previous, edit.current
+    fields = {
+        "name": (previous.name, current.name),
+        "threshold_ms": (repr(previous.threshold_ms), repr(current.threshold_ms)),
+        "target_percent": (str(previous.target_percent), str(current.target_percent)),
+    }
+    before: dict[str, object] = {k: old for k, (old, new) in fields.items() if old != new}
+    return {
+        **audit_detail(edit.objective),
+        "version": current.number,
+        "before": {**before, "version": previous.number},
     }
 
 

@@ -142,6 +142,8 @@ def test_admin_creates_edits_and_deletes_an_objective_and_each_is_recorded(clien
         ("300.0", 2),
         ("300.0", None),
     ]
+    # and the edit says what it changed, before and after
+    assert events[1].detail["before"] == {"threshold_ms": "250.0", "version": 1}
 
 
 @pytest.mark.parametrize(

@@ -248,15 +248,20 @@ def test_threshold_changed_mid_quarter_is_reported_as_two_versions_with_their_ow
     # when the quarterly report is built
     report = _built(quarter)
 
-    # then the objective has two versions split at the edit's minute, each counted at its own
-    # threshold over its own period, and the change is listed
+    # then the objective has two versions split at the edit's minute, the first from its first
+    # counted minute, each counted at its own threshold over its own period, and the change
+    # is listed
+    counted_from = moment(SlaMinute.objects.filter(objective=objective).earliest("minute").minute)
     split = dt.datetime(2026, 8, 15, 12, 0, tzinfo=dt.UTC)
     assert (edit.previous.number, edit.current.number) == (1, 2)
     assert [
         (r["version"], r["threshold_ms"], r["effective_from"], r["effective_until"])
         for r in _rows(report, "objective_versions.csv")
         if r["objective_id"] == str(objective.pk)
-    ] == [("1", "20.000", "", "2026-08-15T12:00:00Z"), ("2", "35.000", "2026-08-15T12:00:00Z", "")]
+    ] == [
+        ("1", "20.000", counted_from, "2026-08-15T12:00:00Z"),
+        ("2", "35.000", "2026-08-15T12:00:00Z", ""),
+    ]
     rows = [r for r in _rows(report, "attainment.csv") if r["objective_id"] == str(objective.pk)]
     q = periods.quarter(2026, 3)
     july, august, september = periods.months(2026, 3)
