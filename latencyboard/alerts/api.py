@@ -169,8 +169,10 @@ class _AdminWrites:
         services.record_setting(self.request, saved, "created", serializer.validated_data)  # type: ignore[attr-defined]
 
     def perform_update(self, serializer: BaseSerializer[Any]) -> None:
+        assert serializer.instance is not None  # an update
+        before = services.setting_values(serializer.instance, serializer.validated_data)
         saved = serializer.save()
-        services.record_setting(self.request, saved, "changed", serializer.validated_data)  # type: ignore[attr-defined]
+        services.record_setting(self.request, saved, "changed", serializer.validated_data, before)  # type: ignore[attr-defined]
 
     def perform_destroy(self, instance: Any) -> None:
         services.record_setting(self.request, instance, "deleted", {})  # type: ignore[attr-defined]

@@ -207,16 +207,34 @@ URL is itself a credential)."""
 
 
 def record_setting(
-    request: HttpRequest, setting: Rule | Channel, verb: str, values: Mapping[str, Any]
+    request: HttpRequest,
+    setting: Rule | Channel,
+    verb: str,
+    values: Mapping[str, Any],
+    before: Mapping[str, Any] | None = None,
 ) -> None:
     """Put a rule's or channel's creation, change or deletion (``verb``) in the audit log,
-    with the values it was given."""
+    with the values it was given and, for a change, under ``before`` the old values of those
+    that changed (``before``: :func:`setting_values` read before the change)."""
     if isinstance(setting, Rule):
         subject = Subject("alert_rule", setting.pk, setting.name, setting.pipeline.team_id)
     else:
         subject = Subject("alert_channel", setting.pk, setting.name, setting.team_id)
     detail = {name: _plain(value) for name, value in values.items() if name not in _UNRECORDED}
+    if before is not None:
+        old = {name: _plain(before[name]) for name in detail if name in before}
+        detail["before"] = {name: value for name, value in old.items() if value != detail[name]}
     act(request, f"{subject.type}.{verb}", subject, detail)
+
+
+def setting_values(setting: Rule | Channel, names: Iterable[str]) -> dict[str, Any]:
+    """The current values of a rule's or channel's ``names`` (many-to-many ones as lists), to
+    pass as ``before`` to :func:`record_setting`."""
+    values: dict[str, Any] = {}
+    for name in names:
+        value: Any = getattr(setting, name, None)
+        values[name] = list(value.all()) if hasattr(value, "all") else value
+    return values
 
 
 def _plain(value: Any) -> Any:

@@ -151,11 +151,13 @@ def _edit(
     teams = queries.admin_teams(request.user)
     if not teams.exists():
         raise PermissionDenied("Only team admins change alert rules and channels.")
+    # Read before validating: a model form writes the posted values into its instance.
+    before = None if instance is None else services.setting_values(instance, form_class.base_fields)
     form = form_class(request.POST or None, instance=instance, teams=teams)
     if request.method == "POST" and form.is_valid():
         saved = form.save()
         verb = "created" if instance is None else "changed"
-        services.record_setting(request, saved, verb, form.cleaned_data)
+        services.record_setting(request, saved, verb, form.cleaned_data, before)
         if isinstance(form, ChannelForm) and form.generated_secret:
             issued = {"name": saved.name, "target": saved.target, "secret": form.generated_secret}
             keep_once(request, "channel_secret", issued)

@@ -15,7 +15,9 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla.attainment import floor_minute
 from latencyboard.sla.models import Objective
 from latencyboard.sla.versions import versions_of
-from latencyboard.teams.models import Team
+from latencyboard.teams.models import Role, Team
+from tests.factories import make_user
+from tests.latencyboard.alerts.scenes import make_scene
 
 pytestmark = pytest.mark.django_db
 
@@ -82,3 +84,20 @@ def test_every_objective_version_says_when_it_took_effect(tmp_path: Path):
 
     # then each took effect at its creation's minute
     assert [v.effective_from for v in first] == [floor_minute(o.created_at) for o in objectives]
+
+
+def test_a_rule_change_says_what_it_was_before(client):
+    # given a team's alert rule and its admin
+    scene = make_scene()
+    old_name = scene.rule.name
+    client.force_login(make_user(scene.team, Role.ADMIN))
+
+    # when the admin renames it through the API
+    response = client.patch(
+        f"/api/alert-rules/{scene.rule.pk}/", {"name": "tail p99"}, content_type="application/json"
+    )
+
+    # then the log has the new name and, under before, the old one
+    assert response.status_code == 200
+    event = AuditEvent.objects.get(action="alert_rule.changed", subject_id=str(scene.rule.pk))
+    assert (event.detail["name"], event.detail["before"]) == ("tail p99", {"name": old_name})
