@@ -27,26 +27,32 @@ class TeamAdmin(admin.ModelAdmin):
     inlines = [MembershipInline]
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
-        """Save memberships, and record each one added, changed or removed."""
+        """Save memberships, and record each one added, changed (with the role before) or
+        removed."""
+        # The forms keep the roles as they were; their instances hold the posted ones.
+        before = {f.instance.pk: f.initial.get("role") for f in formset.forms if f.instance.pk}
         super().save_formset(request, form, formset, change)
         if formset.model is not Membership:
             return
         for membership in formset.new_objects:
             _record_membership(request, "membership.added", membership)
         for membership, _fields in formset.changed_objects:
-            _record_membership(request, "membership.role_changed", membership)
+            old = {"before": {"role": before.get(membership.pk)}}
+            _record_membership(request, "membership.role_changed", membership, old)
         for membership in formset.deleted_objects:
             _record_membership(request, "membership.removed", membership)
 
 
-def _record_membership(request: HttpRequest, action: str, membership: Membership) -> None:
+def _record_membership(
+    request: HttpRequest, action: str, membership: Membership, extra: dict[str, Any] | None = None
+) -> None:
     act(
         request,
         action,
         Subject(
             "membership", membership.user_id, membership.user.get_username(), membership.team_id
         ),
-        {"role": membership.role},
+        {"role": membership.role, **(extra or {})},
     )
 
 

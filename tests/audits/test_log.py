@@ -264,7 +264,13 @@ def test_role_change_in_the_admin_is_recorded(client):
     assert response.status_code == 302
     assert list(
         AuditEvent.objects.filter(team=team).values_list("action", "subject_label", "detail")
-    ) == [("membership.role_changed", viewer.username, {"role": "admin"})]
+    ) == [
+        (
+            "membership.role_changed",
+            viewer.username,
+            {"role": "admin", "before": {"role": "viewer"}},
+        )
+    ]
 
 
 def test_auditor_exports_the_log_of_their_team_only(client):
