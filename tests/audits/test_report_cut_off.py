@@ -152,6 +152,10 @@ def test_a_report_of_the_running_quarter_is_provisional_with_its_coverage(scene,
     assert (int(row["minutes"]), int(row["minutes_with_traffic"])) == (minutes, 3)
     assert 3 <= int(row["minutes_counted"]) <= int((first - quarter.start) / MINUTE)
     assert manifest["objectives"][0]["minutes_with_traffic"] == 3
+    # and the percentiles count the same spans as the counters (minute rollups of today)
+    percentiles = csv.DictReader(io.StringIO(files["percentiles.csv"].decode()))
+    end_to_end = [int(r["n"]) for r in percentiles if r["stage"] == "end-to-end"]
+    assert end_to_end == [int(row["total"])] == [90]
     pdf = tmp_path / "report.pdf"
     pdf.write_bytes(files["report.pdf"])
     text = subprocess.run(
