@@ -18,6 +18,7 @@ from django.db.models.functions import Coalesce
 
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla import attainment as maths
+from latencyboard.sla import burn
 from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
 from latencyboard.teams.models import Membership, Role
 
@@ -114,6 +115,27 @@ def window_budget(objective: Objective, now: dt.datetime) -> maths.WindowBudget:
     return maths.WindowBudget(
         window, maths.budget(kept.good, kept.total, objective.target_percent), left_out
     )
+
+
+def burn_rates(objective: Objective, now: dt.datetime, left: maths.Budget) -> tuple[burn.Burn, ...]:
+    """The burn of ``objective`` over each of ``burn.BURN_WINDOWS`` up to ``now``'s minute,
+    maintenance minutes left out, against ``left`` (the window's budget)."""
+    end = maths.floor_minute(now)
+    found = []
+    for label, minutes in burn.BURN_WINDOWS:
+        start = end - dt.timedelta(minutes=minutes)
+        counts = _counts(_minutes(objective, start, end, _excluded(objective, start, end)))
+        found.append(
+            burn.burn(
+                label,
+                minutes,
+                counts.good,
+                counts.total,
+                objective.target_percent,
+                left.remaining_bad,
+            )
+        )
+    return tuple(found)
 
 
 def budgets(

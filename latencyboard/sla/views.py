@@ -118,6 +118,7 @@ def _detail(
         {
             "objective": objective,
             "budget": budget,
+            "burns": queries.burn_rates(objective, now, budget.summary),
             "maintenance_windows": queries.maintenance_windows(objective),
             "is_admin": has_role(request.user, objective.team, Role.ADMIN),
             "form": form,
