@@ -297,8 +297,31 @@
     });
   }
 
+  /** Each span's work: its self time plus its children's work. That is what the flame's
+   * widths are (Plotly's "remainder" branch values), and what its labels say: spans that
+   * run in parallel are laid side by side, so a parent of parallel children is wider than
+   * its wall-clock duration, and the label says both. */
+  function workMs() {
+    const work = spans.map((span) => span.self_ms);
+    // Children come after their parents in the list: summing from the end adds each
+    // subtree's work to its parent before the parent is added to its own.
+    for (let index = spans.length - 1; index >= 0; index -= 1) {
+      const parent = spans[index].parent_index;
+      if (parent !== null) work[parent] += work[index];
+    }
+    return work;
+  }
+
   function drawFlame(container) {
     const ids = spans.map((_, index) => String(index));
+    const work = workMs();
+    const label = (index) => {
+      const wall = spans[index].duration_ms;
+      // Beyond rounding, work and wall time differ only where work ran in parallel.
+      return Math.abs(work[index] - wall) <= 0.001 * Math.max(wall, 1)
+        ? formatMs(wall)
+        : `${formatMs(work[index])} of work · ${formatMs(wall)} wall`;
+    };
     const topLevel = spans.filter((span) => span.parent_index === null).length;
     // Plotly draws one tree: several top-level spans (orphans) hang under the trace itself.
     const root = topLevel > 1 ? "trace" : "";
@@ -311,23 +334,26 @@
       branchvalues: "remainder",
       sort: false,
       tiling: { orientation: "v" },
-      customdata: spans.map((span) => [
+      customdata: spans.map((span, index) => [
         formatMs(span.duration_ms),
         formatMs(span.self_ms),
         span.stage + (span.status === "error" ? " · error" : ""),
+        label(index),
+        work[index],
       ]),
       marker: { colors: spans.map((span) => (span.critical ? COLORS.critical : COLORS.span)) },
-      texttemplate: "%{label}<br>%{customdata[0]}",
+      texttemplate: "%{label}<br>%{customdata[3]}",
       hovertemplate:
-        "<b>%{label}</b><br>stage %{customdata[2]}<br>total %{customdata[0]}" +
-        "<br>self %{customdata[1]}<extra></extra>",
+        "<b>%{label}</b><br>stage %{customdata[2]}<br>wall-clock %{customdata[0]}" +
+        "<br>self %{customdata[1]}<br>width: %{customdata[3]}<extra></extra>",
     };
     if (root) {
       trace.ids.push(root);
       trace.labels.push("trace (top-level spans)");
       trace.parents.push("");
       trace.values.push(0);
-      trace.customdata.push([formatMs(data.duration_ms), formatMs(0), "—"]);
+      const total = work.reduce((sum, value, index) => (spans[index].parent_index === null ? sum + value : sum), 0);
+      trace.customdata.push([formatMs(data.duration_ms), formatMs(0), "—", `${formatMs(total)} of work`, total]);
       trace.marker.colors.push(COLORS.trace);
     }
     const depth = Math.max(...spans.map((span) => span.depth)) + (root ? 2 : 1);
