@@ -16,7 +16,9 @@ from typing import Final
 
 import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import Q
 
+from latencyboard.alerts.models import Incident
 from latencyboard.dashboards import deployments
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import cohort_queries, stage_share_queries, windows
@@ -52,6 +54,7 @@ class PipelinePage:
     stages: tuple[Stage, ...]
     root_stage_ids: tuple[int, ...]
     objectives: tuple[Objective, ...]
+    incidents: tuple[Incident, ...]  # newest first, open or resolved since INCIDENT_LOOKBACK
 
 
 def root_stages(
@@ -67,15 +70,27 @@ def root_stages(
     return tuple(roots.order_by("-start_time").values_list("stage_id", flat=True)[:1])
 
 
-def pipeline_page(user: User | AnonymousUser, pipeline_id: int) -> PipelinePage:
-    """The pipeline (scoped as :func:`pipeline_of`), its stages and objectives."""
+INCIDENT_LOOKBACK: Final = dt.timedelta(days=90)
+"""The page's longest window: its incidents are marked on the time charts of any window."""
+MAX_INCIDENTS: Final = 200
+
+
+def pipeline_page(user: User | AnonymousUser, pipeline_id: int, now: dt.datetime) -> PipelinePage:
+    """The pipeline (scoped as :func:`pipeline_of`), its stages, objectives and incidents
+    (the newest :data:`MAX_INCIDENTS` of the last :data:`INCIDENT_LOOKBACK`)."""
     pipeline = pipeline_of(user, pipeline_id)
+    since = now - INCIDENT_LOOKBACK
     return PipelinePage(
         pipeline=pipeline,
         stages=tuple(pipeline.stages.order_by("pk")),
         root_stage_ids=root_stages(pipeline.pk),
         objectives=tuple(
             Objective.objects.filter(pipeline=pipeline).select_related("stage").order_by("pk")
+        ),
+        incidents=tuple(
+            Incident.objects.filter(pipeline=pipeline)
+            .filter(Q(resolved_at__isnull=True) | Q(resolved_at__gte=since))
+            .order_by("-opened_at")[:MAX_INCIDENTS]
         ),
     )
 

@@ -15,6 +15,7 @@ from latencyboard.dashboards.overview_queries import WINDOWS as OVERVIEW_WINDOWS
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.retention import queries as retention_queries
+from latencyboard.rollups import tails
 from latencyboard.rollups.serializers import quantile_key
 
 # Window choices of the page: (label, seconds, step seconds); the step keeps every chart
@@ -33,7 +34,7 @@ PERCENTILES = (0.5, 0.9, 0.95, 0.99, 0.999)
 @login_required
 def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
     try:
-        page = queries.pipeline_page(request.user, pipeline_id)
+        page = queries.pipeline_page(request.user, pipeline_id, timezone.now())
     except Pipeline.DoesNotExist:
         raise Http404("No such pipeline in your teams.") from None
     pk = page.pipeline.pk
@@ -62,6 +63,15 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
         ],
         "percentiles": [{"q": q, "key": quantile_key(q)} for q in PERCENTILES],
         "stageShareGraceSeconds": settings.STAGE_SHARE_GRACE_SECONDS,
+        "thinBelow": tails.MIN_TAIL_REQUESTS,
+        "incidents": [
+            {
+                "title": incident.title,
+                "openedAt": incident.opened_at.isoformat(),
+                "resolvedAt": incident.resolved_at.isoformat() if incident.resolved_at else None,
+            }
+            for incident in page.incidents
+        ],
         "urls": {
             "percentiles": reverse("api-pipeline-percentiles", args=[pk]),
             "breakdown": reverse("api-pipeline-stage-breakdown", args=[pk]),

@@ -75,6 +75,30 @@
       return rootStages.has(stageId);
     },
 
+    /** Deployment lines and the pipeline's incidents (shaded from opened to resolved, or to
+     * now while open) on a time chart: the same marks on every chart sharing the time axis. */
+    timeMarks(deployments) {
+      const marks = C.deploymentDecorations(deployments);
+      const [start, now] = [Date.parse(page.range.start), Date.parse(page.range.now)];
+      const shown = cfg.incidents.filter((i) => Date.parse(i.resolvedAt ?? page.range.now) >= start &&
+        Date.parse(i.openedAt) <= now);
+      return {
+        shapes: [...marks.shapes, ...shown.map((i) => ({
+          type: "rect", xref: "x", yref: "paper", y0: 0, y1: 1, layer: "below", name: "incident",
+          x0: C.utc(Math.max(start, Date.parse(i.openedAt))),
+          x1: C.utc(Math.min(now, Date.parse(i.resolvedAt ?? page.range.now))),
+          fillcolor: "rgba(180, 35, 24, 0.10)", line: { color: "rgba(180, 35, 24, 0.5)", width: 1 },
+        }))],
+        annotations: [...marks.annotations, ...shown.map((i) => ({
+          x: C.utc(Math.max(start, Date.parse(i.openedAt))), xref: "x", xanchor: "left",
+          y: 0, yref: "paper", yanchor: "bottom", showarrow: false, text: "⚠ incident",
+          font: { size: 11, color: "#b42318" },
+          hovertext: `${i.title}<br>${C.formatTime(i.openedAt)} to ` +
+            `${i.resolvedAt ? C.formatTime(i.resolvedAt) : "now (open)"}`,
+        }))],
+      };
+    },
+
     failed(chart, error) {
       if (chart) C.message(chart, `Could not load this chart: ${error.message}`);
     },

@@ -7,10 +7,12 @@
   const page = window.LB.pipeline;
   const { C, cfg, el, state } = page;
   const chart = el("chart-percentiles");
+  const red = el("chart-red");
   let body = null;
   let deployments = [];
   let drawnWindow = null;
   const CATCH_UP_SLACK_MS = 5 * 60 * 1000;
+  const SLO_COLOR = "#b42318";
 
   /** The exemplars page of one plotted point: the traces of the stage (null: end to end)
    * whose span, started in the bucket, is nearest the bucket's exact percentile `key`. */
@@ -26,54 +28,153 @@
     return `${cfg.urls.traces}?${query}`;
   }
 
+  /** Why a point of `n` spans is too thin for quantile `q`, or "" when it is not: fewer
+   * than cfg.thinBelow of them above it (n · (1 − q) < 10: a p99 needs 1,000 spans, a p50
+   * 20), the point says more about those few spans than about the percentile. */
+  function thinness(n, q) {
+    const above = n * (1 - q);
+    if (!n || above >= cfg.thinBelow) return "";
+    return `<br><i>thin: ${C.formatCount(n)} spans, ${above < 1 ? "under 1" : Math.floor(above)}` +
+      ` above the ${state.percentile}; ${cfg.thinBelow} needed</i>`;
+  }
+
+  /** Request rate and error rate of the window, end to end (the root spans' counts of the
+   * same answer), on the latency chart's time axis, with the same marks: the RED trio. */
+  function drawRed() {
+    const total = body.series.find((series) => series.stage.id === null);
+    if (!total || !total.points.some((p) => p.n > 0)) {
+      C.message(red, "No requests in this window.");
+      return;
+    }
+    const x = total.points.map((p) => p.t);
+    const marks = page.timeMarks(deployments);
+    C.draw(red, [
+      {
+        type: "scatter", mode: "lines", name: "requests", x, line: { color: C.INK, width: 1.6 },
+        y: total.points.map((p) => p.n / body.step_seconds),
+        customdata: total.points.map((p) => C.formatCount(p.n)),
+        hovertemplate: "%{y:.3g} requests/s (%{customdata} in the step)<extra></extra>",
+      },
+      {
+        type: "scatter", mode: "lines", name: "errors", x, yaxis: "y2", line: { color: "#b42318", width: 1.6 },
+        y: total.points.map((p) => (p.n ? p.error_rate * 100 : null)),
+        customdata: total.points.map((p) => C.formatCount(p.n * p.error_rate)),
+        hovertemplate: "%{y:.2f}% errors (%{customdata} requests)<extra></extra>",
+        connectgaps: false,
+      },
+    ], C.layout({
+      hovermode: "x unified",
+      margin: { t: 16 },
+      showlegend: false,
+      grid: { rows: 2, columns: 1, subplots: [["xy"], ["xy2"]], roworder: "top to bottom" },
+      xaxis: page.timeAxis(),
+      yaxis: { domain: [0.55, 1], title: C.axisTitle("requests", "/s"), rangemode: "tozero" },
+      yaxis2: { domain: [0, 0.4], title: C.axisTitle("errors", "%"), rangemode: "tozero", ticksuffix: "%" },
+      shapes: marks.shapes,
+      annotations: marks.annotations,
+    }), `${cfg.pipeline.name}-requests-errors`);
+  }
+
   function draw() {
     if (!body) return Promise.resolve();
+    drawRed();
     const key = state.percentile;
+    const q = cfg.percentiles.find((p) => p.key === key).q;
     const bound = body.relative_error;
+    let thinPoints = 0;
     const traces = body.series
       .filter((series) => series.points.some((p) => p[key] !== null))
       .map((series) => {
         const name = series.stage.id === null ? cfg.endToEnd : series.stage.name;
         const color = page.colors[name];
+        const thin = series.points.map((p) => (p[key] === null ? "" : thinness(p.n, q)));
+        const visible = page.isRootStage(series.stage.id) ? "legendonly" : true;
+        if (visible === true) thinPoints += thin.filter(Boolean).length;
         return {
           type: "scatter",
           mode: "lines+markers",
           name,
           x: series.points.map((p) => p.t),
           y: series.points.map((p) => p[key]),
-          // the value and its error bounds as read, n, and where a click leads (C.linkPoints)
-          customdata: series.points.map((p) => (p[key] === null ? [p.n, null, null, null] : [
+          // the value and its error bounds as read, n, where a click leads (C.linkPoints),
+          // and why the point is thin, if it is
+          customdata: series.points.map((p, i) => (p[key] === null ? [p.n, null, null, null, ""] : [
             p.n, `${C.formatMs(p[key] * (1 - bound))}–${C.formatMs(p[key] * (1 + bound))}`,
-            C.formatMs(p[key]), exemplarsUrl(series.stage.id, p.t, body.step_seconds, key),
+            C.formatMs(p[key]), exemplarsUrl(series.stage.id, p.t, body.step_seconds, key), thin[i],
           ])),
           line: { color, width: series.stage.id === null ? 2.5 : 1.6 },
-          marker: { color, size: 4 },
+          // A thin point is drawn hollow and faded: it is there, but not to be read like the rest.
+          marker: {
+            color, size: thin.map((t) => (t ? 6 : 4)),
+            symbol: thin.map((t) => (t ? "circle-open" : "circle")),
+            opacity: thin.map((t) => (t ? 0.45 : 1)),
+          },
           connectgaps: false,
           // A root span's stage is the end-to-end latency again: off until asked for.
-          visible: page.isRootStage(series.stage.id) ? "legendonly" : true,
+          visible,
           hovertemplate: `%{fullData.name}: <b>%{customdata[2]}</b> ${key}` +
-            ` (±${(bound * 100).toFixed(0)}%: %{customdata[1]}), n = %{customdata[0]:,}<extra></extra>`,
+            ` (±${(bound * 100).toFixed(0)}%: %{customdata[1]}), n = %{customdata[0]:,}%{customdata[4]}<extra></extra>`,
         };
       });
+    chart.dataset.thinPoints = String(thinPoints);
     if (!traces.length) {
       C.message(chart, "No spans in this window: nothing was received from this pipeline " +
         "between its start and now. Pick a longer window, or check that the service sends traces.");
       return Promise.resolve();
     }
-    const decorations = C.deploymentDecorations(deployments);
-    return C.drawKeepingView(chart, traces, C.layout({
+    const marks = page.timeMarks(deployments);
+    const slo = sloLines(traces);
+    const since = dataSince();
+    chart.dataset.dataSince = since ? since.at : "";
+    return C.drawKeepingView(chart, [...traces, ...slo], C.layout({
       hovermode: "x unified",
       margin: { t: 26 },
       // the unified hover's title: the bucket, and what a click does
       xaxis: { ...page.timeAxis(), hoverformat: `%b %-d %H:%M UTC · click a point: traces near its ${key}` },
       yaxis: C.latencyAxis(
-        traces.filter((t) => t.visible === true).flatMap((t) => t.y),
+        [...traces.filter((t) => t.visible === true).flatMap((t) => t.y), ...slo.flatMap((t) => t.y)],
         state.log,
         C.axisTitle(`latency ${key}`),
       ),
-      shapes: decorations.shapes,
-      annotations: decorations.annotations,
+      shapes: [...marks.shapes, ...(since ? [since.shape] : [])],
+      annotations: [...marks.annotations, ...(since ? [since.annotation] : [])],
     }), `${cfg.pipeline.name}-${key}`, page.range.label).then(() => C.linkPoints(chart, 3));
+  }
+
+  /** Each objective's threshold as a dashed line across the window, where its stage (or end
+   * to end) is drawn: the latency a percentile above it breaks. A trace, not a shape, so that
+   * it sits right on a log axis and says in the legend what it is. */
+  function sloLines(traces) {
+    const drawn = new Set(traces.map((t) => t.name));
+    const objectives = cfg.objectives.filter((o) => drawn.has(o.stage ?? cfg.endToEnd));
+    return objectives.map((o) => ({
+      type: "scatter", mode: "lines", name: `SLO: ${o.targetPercent}% of ${o.stage ?? cfg.endToEnd} under ${C.formatMs(o.thresholdMs)}`,
+      x: [C.utc(page.range.start), C.utc(page.range.now)], y: [o.thresholdMs, o.thresholdMs],
+      line: { color: SLO_COLOR, width: 1.5, dash: "dash" }, hoverinfo: "skip", meta: "slo",
+    }));
+  }
+
+  /** Where a long window's data starts, when it starts well after the window does: most of
+   * the chart would be blank without saying why. */
+  function dataSince() {
+    const firsts = body.series.flatMap((s) => s.points.filter((p) => p.n > 0).slice(0, 1).map((p) => Date.parse(p.t)));
+    if (!firsts.length) return null;
+    const first = Math.min(...firsts);
+    const start = Date.parse(page.range.start);
+    const end = Date.parse(page.range.now);
+    if ((first - start) / (end - start) < 0.1) return null;
+    const at = C.utc(first);
+    return {
+      at,
+      shape: {
+        type: "rect", xref: "x", yref: "paper", x0: C.utc(start), x1: at, y0: 0, y1: 1,
+        fillcolor: "rgba(91, 100, 117, 0.06)", line: { width: 0 }, layer: "below",
+      },
+      annotation: {
+        x: at, xref: "x", xanchor: "right", y: 0.5, yref: "paper", showarrow: false,
+        text: `no data before · data since ${C.formatTime(at)}`, font: { size: 12, color: C.MUTED },
+      },
+    };
   }
 
   function drawDeploymentList() {
