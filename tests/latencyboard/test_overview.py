@@ -339,3 +339,12 @@ def test_sparkline_without_values_says_so():
     assert sparkline([None] * 24) == (
         '<span class="muted small">no requests in the last 24 hours</span>'
     )
+
+
+def test_a_sparkline_shows_its_latest_value_and_its_scale():
+    html = sparkline([None, 120.0, 80.0, 250.0, None, 212.0])
+
+    assert (
+        '<span class="spark-figures small" aria-hidden="true"><span class="spark-latest">'
+        '212 ms</span><span class="muted">80.0 ms\u2013250 ms</span></span>'
+    ) in html

@@ -68,8 +68,10 @@ _SPARK_PAD = 2
 @register.filter
 def sparkline(values: Sequence[float | None]) -> str:
     """An inline SVG line of ``values`` (None: a gap), scaled between their minimum and
-    maximum, with the last value marked; labelled with those three figures for screen
-    readers. Attributes only, no inline style, so a strict Content-Security-Policy allows it."""
+    maximum, with the last value marked, and beside it the latest value and the scale (lowest
+    to highest): a line without them says "went up" but not from what to what. Labelled with
+    those figures for screen readers. Attributes only, no inline style, so a strict
+    Content-Security-Policy allows it."""
     known = [value for value in values if value is not None]
     if not known:
         return format_html(
@@ -97,9 +99,11 @@ def sparkline(values: Sequence[float | None]) -> str:
     last_index = max(index for index, value in enumerate(values) if value is not None)
     last_x, last_y = point(last_index, known[-1])
     return format_html(
-        '<svg class="sparkline" width="{}" height="{}" viewBox="0 0 {} {}" role="img" '
-        'aria-label="p99 hour by hour, last {} hours: lowest {}, highest {}, latest {}">'
-        '<path d="{}" fill="none"/><circle cx="{}" cy="{}" r="2"/></svg>',
+        '<span class="spark"><svg class="sparkline" width="{}" height="{}" viewBox="0 0 {} {}" '
+        'role="img" aria-label="p99 hour by hour, last {} hours: lowest {}, highest {}, latest {}">'
+        '<path d="{}" fill="none"/><circle cx="{}" cy="{}" r="2"/></svg>'
+        '<span class="spark-figures small" aria-hidden="true"><span class="spark-latest">{}</span>'
+        '<span class="muted">{}\u2013{}</span></span></span>',
         SPARK_WIDTH,
         SPARK_HEIGHT,
         SPARK_WIDTH,
@@ -111,4 +115,7 @@ def sparkline(values: Sequence[float | None]) -> str:
         " ".join(path),
         last_x,
         last_y,
+        ms(known[-1]),
+        ms(low),
+        ms(high),
     )
