@@ -438,8 +438,9 @@ def test_number_filters():
     assert budget_percent(-0.04) == "-0.1%"
     assert budget_percent(None) == NO_VALUE
     assert count(2_001_000) == "2,001,000"
-    assert count(Decimal("-0.99800")) == "-0.998"
+    assert count(Decimal("-0.99800")) == "-1"
     assert count(Decimal("1124.00000")) == "1,124"
+    assert (count(Decimal("609.66")), count(Decimal("234.66"))) == ("609", "234")
     assert plain(Decimal("99.900")) == "99.9"
     assert (plain(250.0), plain(250.5), plain(0.000001)) == ("250", "250.5", "0.000001")
     assert allowed_share(Decimal("99.900")) == "0.1%"

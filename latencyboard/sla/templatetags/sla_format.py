@@ -49,13 +49,12 @@ def budget_state(value: float | None) -> str:
 
 @register.filter
 def count(value: int | Decimal) -> str:
-    """A count with thousands separators; fractions of a request (allowed bad requests are
-    exact decimals) keep up to three decimals, rounded down: 2,001, 1.001, -0.998."""
+    """A count of requests with thousands separators, in whole requests: the exact decimals
+    of allowed bad requests (99.9% of 1,001 allows 1.001) are rounded down, as no fraction of
+    a request can go bad: 2,001, 1, -1."""
     if isinstance(value, int):
         return f"{value:,}"
-    floored = value.quantize(Decimal("0.001"), rounding=ROUND_FLOOR)
-    text = f"{floored:,f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{int(value.to_integral_value(rounding=ROUND_FLOOR)):,}"
 
 
 @register.filter

@@ -48,7 +48,7 @@
     figure(remaining !== null && remaining < 0 ? "error budget left this period (overspent)" : "error budget left this period",
       remaining === null ? "–" : `${remaining.toFixed(1)}%`, (remaining ?? 0) > 0 ? "" : "bad");
     figure("slow requests allowed / used",
-      `${C.formatCount(Number(summary.allowed_bad))} / ${C.formatCount(summary.bad)}`);
+      `${C.formatCount(Math.floor(Number(summary.allowed_bad)))} / ${C.formatCount(summary.bad)}`);
     panel.append(big);
   }
 
