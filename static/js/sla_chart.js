@@ -114,12 +114,14 @@
         " (%{customdata[0]} of %{customdata[1]})<extra></extra>",
     }];
     if (budget.length) traces.push(budgetTrace(budget, true));
-    const annotations = [{
-      xref: "paper", x: 1, xanchor: "right", yref: "y", y: target, yanchor: "bottom",
-      showarrow: false, bgcolor: "rgba(255,255,255,0.8)",
-      text: `objective: ${target}% within ${C.formatMs(objective.thresholdMs)}`,
-      font: { size: 11, color: MISSED },
-    }];
+    // The objective is a legend entry, not a label on the plot: a label there lay over the
+    // line and, near the right edge, over the budget's axis.
+    traces.push({
+      type: "scatter", mode: "lines", name: `objective: ${target}% within ${C.formatMs(objective.thresholdMs)}`,
+      x: xRange.map(C.utc), y: [target, target], hoverinfo: "skip",
+      line: { color: MISSED, width: 1.5, dash: "dash" },
+    });
+    const annotations = [];
     if (!counted.length) {
       annotations.push({
         xref: "paper", x: 0.5, yref: "paper", y: 0.5, showarrow: false,
@@ -145,10 +147,7 @@
           title: C.axisTitle("error budget left", "%"),
         },
       } : {}),
-      shapes: [{
-        type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: target, y1: target,
-        line: { color: MISSED, width: 1.5, dash: "dash" },
-      }, ...maintenance.shapes],
+      shapes: maintenance.shapes,
       annotations: [...annotations, ...maintenance.annotations],
     }), name);
   }
