@@ -19,6 +19,9 @@
   const TIME_FIELDS = new Set(["a_start", "a_end", "b_start", "b_end", "start", "end"]);
   const HOUR = 3600e3;
   const COLORS = { a: "#9aa3b2", slower: "#b42318", faster: "#1a7f37", none: "#2f5bd3", not_enough_data: "#c3c8d2" };
+  const LEGEND_WORDS = {
+    slower: "slower", faster: "faster", none: "no significant change", not_enough_data: "not enough data",
+  };
   const CHANGE_WORDS = { slower: "significantly slower", faster: "significantly faster", none: "no significant change", not_enough_data: "not enough data" };
 
   const modeButtons = form.querySelectorAll("#mode-picker button");
@@ -137,8 +140,12 @@
     return `${C.formatTime(side.start)} – ${C.formatTime(side.end)}`;
   }
 
-  function sampleWords(side) {
-    return `every span (${C.formatCount(side.spans)})`;
+  /** What one side counts, in the table's unit: requests (its end-to-end spans), every one
+   * of them, then the spans of all stages together. */
+  function sampleWords(data, side) {
+    const total = data.stages.find((s) => s.stage.id === null);
+    const requests = total ? `${C.formatCount(total[`n_${side}`])} requests, ` : "";
+    return `${requests}every span counted (${C.formatCount(data[side].spans)} in all stages)`;
   }
 
   function render(data) {
@@ -152,7 +159,7 @@
     const changes = new Set(data.stages.map((s) => s.change));
     headline.className = "headline " + (changes.has("slower") ? "slower" : changes.has("faster") ? "faster" : "");
     document.getElementById("sample-note").textContent =
-      `A: ${sideLabel(data, "a")}, ${sampleWords(data.a)} · B: ${sideLabel(data, "b")}, ${sampleWords(data.b)}.`;
+      `A: ${sideLabel(data, "a")}, ${sampleWords(data, "a")} · B: ${sideLabel(data, "b")}, ${sampleWords(data, "b")}.`;
     drawChart(data);
     fillTable(data);
   }
@@ -217,8 +224,9 @@
         hovertemplate: stages.map((s) => hover(s, "A")),
       });
       traces.push({
+        // B's colour says its change: the legend has one entry per colour drawn (below).
         type: "bar", orientation: "h", name: `B: ${sideLabel(data, "b")}`, legendgroup: "b",
-        showlegend: index === 0, xaxis: `x${axis}`, yaxis: "y",
+        showlegend: false, xaxis: `x${axis}`, yaxis: "y",
         y: names, x: stages.map((s) => at(s).b_ms),
         marker: { color: stages.map((s) => COLORS[at(s).change]) },
         // The interval of the change, drawn from A: B's bar ends inside it, and when it stays
@@ -231,6 +239,14 @@
         hovertemplate: stages.map((s) => hover(s, "B")),
       });
     });
+    // One legend entry per colour B's bars are drawn in, so every colour is explained.
+    const drawn = new Set(data.stages.flatMap((s) => s.quantiles.map((q) => q.change)));
+    for (const change of Object.keys(LEGEND_WORDS).filter((c) => drawn.has(c))) {
+      traces.push({
+        type: "bar", orientation: "h", name: `B, ${LEGEND_WORDS[change]}`, legendgroup: "b",
+        x: [null], y: [null], marker: { color: COLORS[change] }, hoverinfo: "skip",
+      });
+    }
     const layout = C.layout({
       barmode: "group", bargap: 0.25, bargroupgap: 0.08,
       height: Math.max(280, 120 + 46 * names.length),
