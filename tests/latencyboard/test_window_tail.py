@@ -73,8 +73,9 @@ def write_minutes(
     minutes: int,
     seed: int,
     incident_from: int | None = None,
+    start: dt.datetime = T0,
 ) -> tuple[RequestBatch, np.ndarray]:
-    """``per_minute`` fraud-scorer requests in each of ``minutes`` minutes from T0, the
+    """``per_minute`` fraud-scorer requests in each of ``minutes`` minutes from ``start``, the
     demo incident (model_forward 1.5x slower) from minute ``incident_from`` on; written as
     the stage-share worker writes them. Returns the requests and their start times."""
     rng = np.random.default_rng(seed)
@@ -93,7 +94,7 @@ def write_minutes(
         slow_down(FRAUD, slowed, incident)
     minute_of = np.repeat(np.arange(minutes), per_minute)
     offset_ns = rng.integers(0, 50 * 10**9, size=len(minute_of))
-    starts_ns = int(T0.timestamp()) * 10**9 + minute_of * 60 * 10**9 + offset_ns
+    starts_ns = int(start.timestamp()) * 10**9 + minute_of * 60 * 10**9 + offset_ns
     rows = stage_share_minutes.stage_minutes(spans_of(batch, starts_ns, stage_ids))
     with transaction.atomic():
         stage_share_rows.insert_rows(
