@@ -225,7 +225,9 @@ def test_compare_explains_every_colour_and_counts_requests_as_the_table(page, li
     api = answer.value.json()
 
     # then every colour of B's bars has its legend entry
-    legend = page.locator("#chart-compare .legendtext").all_inner_texts()
+    legend = page.locator("#chart-compare .legendtext").evaluate_all(
+        "(texts) => texts.map((text) => text.textContent)"
+    )
     changes = {q["change"] for s in api["stages"] for q in s["quantiles"]}
     words = {
         "slower": "B, slower",
