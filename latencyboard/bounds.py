@@ -15,8 +15,10 @@ import datetime as dt
 from typing import Any, Final
 
 from django.core.exceptions import ValidationError
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from latencyboard import series_syntax
 from latencyboard.rollups.windows import MAX_WINDOW
 
 EARLIEST: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -67,16 +69,62 @@ def given_window(attrs: dict[str, Any], *, window: bool) -> tuple[dt.datetime, d
     return start.astimezone(dt.UTC), end.astimezone(dt.UTC)
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "description": "ISO 8601 (UTC unless an offset is given), or Unix epoch seconds or "
+        "milliseconds (numbers from 10^11 on are milliseconds).",
+        "example": "2026-11-24T10:41:00Z",
+    }
+)
 class MomentField(serializers.DateTimeField):
-    """An ISO 8601 moment (UTC unless an offset is given) inside the bounds."""
+    """A moment inside the bounds: ISO 8601 (UTC unless an offset is given) or a Unix epoch
+    number in seconds or milliseconds (:func:`series_syntax.epoch_moment`)."""
 
     default_validators = [validate_moment]
 
+    def to_internal_value(self, value: Any) -> dt.datetime:
+        if isinstance(value, str):
+            try:
+                moment = series_syntax.epoch_moment(value)
+            except series_syntax.SyntaxRefused as exc:
+                raise serializers.ValidationError(str(exc)) from None
+            if moment is not None:
+                return moment
+        return super().to_internal_value(value)
 
-class DurationField(serializers.DurationField):
-    """A duration in seconds or ISO 8601 (``PT1H``) inside the bounds."""
 
-    default_validators = [validate_duration]
+@extend_schema_field(
+    {
+        "type": "string",
+        "description": "Seconds (300), a count and a unit s, m, h, d or w (30s, 5m, 1h, 1d), "
+        "or ISO 8601 (PT1H).",
+        "example": "5m",
+    }
+)
+class DurationTextField(serializers.Field):
+    """A duration inside the bounds in the series syntax (:func:`series_syntax.duration`):
+    the one way every series endpoint reads a step and a window."""
+
+    default_error_messages = {"invalid": "Not a duration."}
+
+    def to_internal_value(self, data: Any) -> dt.timedelta:
+        if not isinstance(data, str | int | float) or isinstance(data, bool):
+            self.fail("invalid")
+        try:
+            found = series_syntax.duration(str(data))
+        except series_syntax.TooLarge:
+            found = LONGEST * 2  # refused below with the message of every duration bound
+        except series_syntax.SyntaxRefused as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        try:
+            validate_duration(found)
+        except ValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from None
+        return found
+
+    def to_representation(self, value: dt.timedelta) -> str:
+        return f"{int(value.total_seconds())}s"
 
 
 class MillisecondsField(serializers.FloatField):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from django.urls import reverse
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
@@ -25,6 +26,7 @@ from latencyboard.dashboards.serializers import (
     StageBreakdownSerializer,
     WindowQuerySerializer,
 )
+from latencyboard.moments import iso_utc
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 
@@ -62,9 +64,14 @@ class _ChartView(APIView):
             pipeline = queries.pipeline_of(request.user, pipeline_id)
         except Pipeline.DoesNotExist:
             raise NotFound from None
-        given = self.query(data=request.query_params)
+        context = {"now": timezone.now(), "series": self.series(pipeline)}
+        given = self.query(data=request.query_params, context=context)
         given.is_valid(raise_exception=True)
         return Response(self.answer(pipeline, dict(given.validated_data)))
+
+    def series(self, pipeline: Pipeline) -> int:
+        """How many series each step bucket of the answer holds: its point budget."""
+        return 1
 
     def answer(self, pipeline: Pipeline, params: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -87,9 +94,16 @@ class _ChartView(APIView):
 class StageBreakdownView(_ChartView):
     """Where a pipeline's end-to-end time goes, stage by stage."""
 
+    def series(self, pipeline: Pipeline) -> int:
+        return pipeline.stages.count()
+
     def answer(self, pipeline: Pipeline, params: dict[str, Any]) -> Any:
         found = queries.breakdown(pipeline, params["start"], params["end"], params["step"])
-        return StageBreakdownSerializer(found).data
+        data = StageBreakdownSerializer(found).data
+        # Buckets lie on the step grid; the window still ends no later than now.
+        data["end"] = iso_utc(min(found.summary.end, params["now"]))
+        data["series"]["end"] = iso_utc(min(found.series.end, params["now"]))
+        return data
 
 
 @_chart(

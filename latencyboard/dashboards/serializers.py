@@ -10,36 +10,21 @@ from rest_framework import serializers
 from latencyboard import bounds
 from latencyboard.dashboards import bottleneck
 from latencyboard.pipelines.mapping import END_TO_END
-from latencyboard.rollups import tails, windows
+from latencyboard.rollups import tails
 from latencyboard.rollups.queries import DEFAULT_QUANTILES
+from latencyboard.series_query import SeriesQuerySerializer, step_help
 
 
-class WindowQuerySerializer(serializers.Serializer[Any]):
-    """``start`` and ``end`` of a window (at most ``windows.MAX_WINDOW``), and a ``step``."""
+class WindowQuerySerializer(SeriesQuerySerializer):
+    """A window (``start`` and ``end``, or ``window``, at most ``windows.MAX_WINDOW``) and a
+    ``step``, read as every series endpoint reads them."""
 
-    start = bounds.MomentField(help_text="Window start, ISO 8601.")
-    end = bounds.MomentField(help_text="Window end (exclusive).")
-    step = bounds.DurationField(
+    step = bounds.DurationTextField(
         default=dt.timedelta(hours=1),
-        help_text="Bucket length, in seconds (3600) or ISO 8601 (PT1H): it must divide an "
-        "hour, be whole hours dividing a day, or be whole days.",
+        help_text=step_help(
+            "It must divide an hour, be whole hours dividing a day, or be whole days. Default 1h."
+        ),
     )
-
-    def validate_step(self, step: dt.timedelta) -> dt.timedelta:
-        try:
-            windows.check_step(int(step.total_seconds()))
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from exc
-        return step
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        start, end = attrs["start"].astimezone(dt.UTC), attrs["end"].astimezone(dt.UTC)
-        try:
-            windows.check_window(start, end)
-        except ValueError as exc:
-            raise serializers.ValidationError({"end": [str(exc)]}) from exc
-        attrs["start"], attrs["end"] = start, end
-        return attrs
 
 
 class BottleneckQuerySerializer(WindowQuerySerializer):
@@ -53,10 +38,6 @@ class BottleneckQuerySerializer(WindowQuerySerializer):
         ):
             raise serializers.ValidationError(
                 {"step": ["A step under an hour is for windows of at most a day."]}
-            )
-        if (attrs["end"] - attrs["start"]) / attrs["step"] > windows.MAX_POINTS:
-            raise serializers.ValidationError(
-                {"step": [f"At most {windows.MAX_POINTS} steps in the window."]}
             )
         return attrs
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,8 +19,10 @@ from rest_framework.views import APIView
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.queries import InvalidPercentileQuery, percentile_series
 from latencyboard.rollups.serializers import (
+    LongRowSerializer,
     PercentileQuerySerializer,
     PercentileSeriesSerializer,
+    percentile_long_rows,
     percentile_series_data,
 )
 
@@ -52,28 +56,40 @@ class OrjsonRenderer(JSONRenderer):
         return body
 
 
+class ShapeNegotiation(DefaultContentNegotiation):
+    """Content negotiation by the Accept header alone: ``format`` names the answer's shape
+    (``format=long``) on these views, not a renderer as DRF reads it by default."""
+
+    settings = SimpleNamespace(URL_FORMAT_OVERRIDE=None)  # type: ignore[assignment]
+
+
 class PipelinePercentilesView(APIView):
     """Latency percentiles over time of a pipeline's stages."""
 
     renderer_classes = [OrjsonRenderer, BrowsableAPIRenderer]
+    content_negotiation_class = ShapeNegotiation
 
     @extend_schema(
         operation_id="pipeline_percentiles",
         summary="Per-stage latency percentiles over time",
         description="For each stage and each step bucket of the window: span count, error "
         "rate, mean and the requested quantiles, merged from rollup sketches; plus a summary "
-        "over the whole window. Buckets without spans have null figures.",
+        "over the whole window. Buckets without spans have null figures. With `format=long`, "
+        "a list of rows instead: one per bucket and stage, bucket by bucket.",
         parameters=[PercentileQuerySerializer],
         responses={
-            200: PercentileSeriesSerializer,
+            200: PolymorphicProxySerializer(
+                component_name="PercentilesAnswer",
+                serializers=[PercentileSeriesSerializer, LongRowSerializer(many=True)],
+                resource_type_field_name=None,
+            ),
             400: OpenApiResponse(description="Invalid parameters, with an error per field."),
             404: OpenApiResponse(description="No such pipeline in your teams."),
         },
     )
     def get(self, request: Request, pipeline_id: int) -> Response:
-        query = PercentileQuerySerializer(
-            data=request.query_params, context={"now": timezone.now()}
-        )
+        now = timezone.now()
+        query = PercentileQuerySerializer(data=request.query_params, context={"now": now})
         query.is_valid(raise_exception=True)
         params = query.validated_data
         try:
@@ -90,4 +106,6 @@ class PipelinePercentilesView(APIView):
             raise NotFound from None
         except InvalidPercentileQuery as exc:
             raise ValidationError({exc.field: [exc.message]}) from exc
-        return Response(percentile_series_data(result))
+        if params["format"] == "long":
+            return Response(percentile_long_rows(result))
+        return Response(percentile_series_data(result, now))

@@ -95,7 +95,7 @@ class PercentileSeries:
 def percentile_series(
     user: User | AnonymousUser,
     pipeline_id: int,
-    stages: Sequence[int | None] | None,
+    stages: Sequence[int | str | None] | None,
     start: dt.datetime,
     end: dt.datetime,
     step: dt.timedelta,
@@ -103,7 +103,7 @@ def percentile_series(
 ) -> PercentileSeries:
     """Latency percentiles of a pipeline's stages for each step bucket of ``[start, end)``.
 
-    ``stages`` lists stage ids, None standing for end-to-end; ``stages=None`` means
+    ``stages`` lists stage ids or names, None standing for end-to-end; ``stages=None`` means
     end-to-end and every stage. The window is widened to whole steps of an epoch-anchored
     grid and the rollup rows to read are chosen by :func:`windows.plan_window` (coarse rows
     where retention dropped finer ones, finer rows where coarse ones are not written yet).
@@ -141,7 +141,7 @@ def live_minutes(pipeline_id: int, start: dt.datetime, end: dt.datetime) -> Perc
 
 def _percentile_series(
     pipeline: _PipelineRows,
-    stages: Sequence[int | None] | None,
+    stages: Sequence[int | str | None] | None,
     start: dt.datetime,
     end: dt.datetime,
     step: dt.timedelta,
@@ -240,23 +240,33 @@ class _PipelineRows(NamedTuple):
 
 
 def _series_stages(
-    named: Sequence[tuple[int, str]], stages: Sequence[int | None] | None
+    named: Sequence[tuple[int, str]], stages: Sequence[int | str | None] | None
 ) -> tuple[tuple[SeriesStage, ...], bool]:
     """The asked-for stages of a pipeline whose stages are ``named`` in order without
     repeats, named (all of them when None), and whether they are end to end and every stage
-    of the pipeline."""
+    of the pipeline. A stage is asked for by id or by name (an id first: a stage named
+    ``12`` is asked for by its id when no stage has id 12); END_TO_END names end to end."""
     if stages is None:
         every = (SeriesStage(None, END_TO_END), *(SeriesStage(pk, name) for pk, name in named))
         return every, True
-    wanted = list(dict.fromkeys(stages))
-    ids = [stage for stage in wanted if stage is not None]
     names = dict(named)
-    unknown = [stage for stage in ids if stage not in names]
+    ids_by_name = {name: pk for pk, name in named}
+    resolved: list[int | None] = []
+    unknown: list[str] = []
+    for stage in stages:
+        if stage is None or stage == END_TO_END:
+            resolved.append(None)
+        elif isinstance(stage, int) and stage in names:
+            resolved.append(stage)
+        elif str(stage) in ids_by_name:
+            resolved.append(ids_by_name[str(stage)])
+        else:
+            unknown.append(str(stage))
     if unknown:
         raise InvalidPercentileQuery(
-            "stages",
-            f"No stage with id {', '.join(map(str, unknown))} in this pipeline.",
+            "stages", f"No stage {', '.join(unknown)} (by id or name) in this pipeline."
         )
+    wanted = list(dict.fromkeys(resolved))
     return tuple(
         SeriesStage(stage, END_TO_END if stage is None else names[stage]) for stage in wanted
     ), len(wanted) == len(named) + 1

@@ -13,19 +13,18 @@ from rest_framework import serializers
 
 from latencyboard import bounds
 from latencyboard.moments import iso_utc
-from latencyboard.pipelines.mapping import END_TO_END
+from latencyboard.pipelines.mapping import END_TO_END, MAX_STAGE_NAME
 from latencyboard.rollups import windows
 from latencyboard.rollups.queries import (
     DEFAULT_QUANTILES,
     LatencyFigures,
     PercentileSeries,
 )
+from latencyboard.series_query import SeriesQuerySerializer, step_help
 
-DEFAULT_WINDOW: Final = "1d"
 MAX_QUANTILES: Final = 10
-_DURATION = re.compile(r"(\d{1,6})([mhd])")
-_UNIT_SECONDS: Final = {"m": 60, "h": 3600, "d": 86400}
 _STAGE_ID = re.compile(r"\d{1,18}")  # fits a bigint, so a typo cannot overflow the query
+FORMATS: Final = ("series", "long")
 
 
 def quantile_key(q: float) -> str:
@@ -34,74 +33,55 @@ def quantile_key(q: float) -> str:
     return f"p{(Decimal(repr(q)) * 100).normalize():f}"
 
 
-def _duration(text: str) -> dt.timedelta:
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise serializers.ValidationError("Use a number and a unit m, h or d, like 15m, 1h or 7d.")
-    duration = dt.timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
-    bounds.validate_duration(duration)
-    return duration
-
-
-class PercentileQuerySerializer(serializers.Serializer):
+class PercentileQuerySerializer(SeriesQuerySerializer):
     """Query parameters of ``GET /api/pipelines/{id}/percentiles/``.
 
-    Validated data: ``stages`` (list of stage ids, None for end-to-end; None for all),
-    ``start``/``end`` (aware UTC), ``step`` (timedelta), ``q`` (tuple of floats). Needs
-    ``now`` in the context for ``window``.
+    Validated data: ``stages`` (list of stage ids or names, None for end-to-end; None for
+    all), ``start``/``end`` (aware UTC), ``step`` (timedelta), ``q`` (tuple of floats),
+    ``format``. The window and step are read as every series endpoint reads them.
     """
 
     stages = serializers.CharField(
         required=False,
-        help_text=f"Comma-separated stage ids of this pipeline; `{END_TO_END}` is the "
-        "end-to-end latency. Default: end-to-end and every stage.",
+        help_text=f"Comma-separated stages of this pipeline, by id or by name; `{END_TO_END}` "
+        "is the end-to-end latency. Default: end-to-end and every stage.",
     )
-    start = bounds.MomentField(
-        required=False, help_text="Window start, ISO 8601 (UTC unless an offset is given)."
-    )
-    end = bounds.MomentField(required=False, help_text="Window end (exclusive).")
-    window = serializers.CharField(
-        required=False,
-        help_text="Instead of start/end: a window ending now, like 24h or 7d. Default: "
-        f"{DEFAULT_WINDOW} when start and end are not given. At most "
-        f"{windows.MAX_WINDOW.days}d.",
-    )
-    step = serializers.CharField(
-        default="1h",
-        help_text="Bucket length: 1m, 5m, 15m, 1h, 6h, 1d… It must divide an hour, be whole "
-        "hours dividing a day, or be whole days. Buckets start on multiples of the step since "
-        f"the Unix epoch. At most {windows.MAX_POINTS} buckets times stages.",
+    step = bounds.DurationTextField(
+        default=dt.timedelta(hours=1),
+        help_text=step_help(
+            "It must divide an hour, be whole hours dividing a day, or be whole days; buckets "
+            "start on multiples of the step since the Unix epoch. Default 1h."
+        ),
     )
     q = serializers.CharField(
         required=False,
         help_text="Comma-separated quantiles in (0, 1); each becomes a key like p99 or p99.9. "
         f"Default: {','.join(map(str, DEFAULT_QUANTILES))}.",
     )
+    format = serializers.ChoiceField(
+        choices=FORMATS,
+        default="series",
+        help_text="`series`: one object per stage with its points. `long`: a table, one row "
+        "per bucket and stage (t, stage, stage_id, n, error_rate, mean_ms and each quantile), "
+        "for Grafana's Infinity data source, pandas or a spreadsheet.",
+    )
 
-    def validate_stages(self, value: str) -> list[int | None]:
-        stages: list[int | None] = []
+    def validate_stages(self, value: str) -> list[int | str | None]:
+        stages: list[int | str | None] = []
         for token in value.split(","):
             token = token.strip()
             if token == END_TO_END:
                 stages.append(None)
             elif _STAGE_ID.fullmatch(token):
                 stages.append(int(token))
+            elif 0 < len(token) <= MAX_STAGE_NAME:
+                stages.append(token)
             else:
                 raise serializers.ValidationError(
-                    f"'{token}' is neither a stage id nor {END_TO_END}."
+                    f"'{token[:MAX_STAGE_NAME]}' is neither a stage id, a stage name nor "
+                    f"{END_TO_END}."
                 )
         return stages
-
-    def validate_window(self, value: str) -> dt.timedelta:
-        return _duration(value)
-
-    def validate_step(self, value: str) -> dt.timedelta:
-        step = _duration(value)
-        try:
-            windows.check_step(int(step.total_seconds()))
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from exc
-        return step
 
     def validate_q(self, value: str) -> tuple[float, ...]:
         levels = []
@@ -121,21 +101,9 @@ class PercentileQuerySerializer(serializers.Serializer):
         return tuple(levels)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        window = attrs.pop("window", None)
-        now: dt.datetime = self.context["now"]
-        start, end = bounds.given_window(attrs, window=window is not None) or (
-            now - (window or _duration(DEFAULT_WINDOW)),
-            now,
-        )
-        try:
-            windows.check_window(start, end)
-        except ValueError as exc:
-            raise serializers.ValidationError(
-                {"window" if window is not None else "end": [str(exc)]}
-            ) from exc
+        attrs = super().validate(attrs)
         attrs.setdefault("stages", None)
         attrs.setdefault("q", DEFAULT_QUANTILES)
-        attrs["start"], attrs["end"] = start.astimezone(dt.UTC), end.astimezone(dt.UTC)
         return attrs
 
 
@@ -213,7 +181,10 @@ class PercentileSeriesSerializer(serializers.Serializer):
         "dropped finer ones.",
     )
     start = serializers.DateTimeField(help_text="Window start, widened to a whole step.")
-    end = serializers.DateTimeField(help_text="Window end (exclusive), widened to a whole step.")
+    end = serializers.DateTimeField(
+        help_text="Window end (exclusive), widened to a whole step but never after now: the "
+        "last bucket may still be filling."
+    )
     step_seconds = serializers.IntegerField(
         help_text="Bucket length used: the step asked for, or the resolution's length when "
         "only coarser rows cover the window."
@@ -226,8 +197,11 @@ class PercentileSeriesSerializer(serializers.Serializer):
     series = StageSeriesSerializer(many=True)
 
 
-def percentile_series_data(result: PercentileSeries) -> dict[str, Any]:
-    """The JSON body for ``result``, in the shape :class:`PercentileSeriesSerializer` shows."""
+def percentile_series_data(
+    result: PercentileSeries, now: dt.datetime | None = None
+) -> dict[str, Any]:
+    """The JSON body for ``result``, in the shape :class:`PercentileSeriesSerializer` shows;
+    its end is never after ``now`` when given."""
     keys = ("n", "error_rate", "mean_ms", *map(quantile_key, result.quantiles))
     point_keys = ("t", *keys)
     # Bucket starts as ISO 8601 in one numpy call: strftime per point costs more than the rest.
@@ -250,7 +224,7 @@ def percentile_series_data(result: PercentileSeries) -> dict[str, Any]:
             for segment in result.segments
         ],
         "start": iso_utc(result.start),
-        "end": iso_utc(result.end),
+        "end": iso_utc(result.end if now is None else min(result.end, now)),
         "step_seconds": result.step_seconds,
         "quantiles": list(result.quantiles),
         "method": result.method,
@@ -267,6 +241,27 @@ def percentile_series_data(result: PercentileSeries) -> dict[str, Any]:
             for stage, columns, summary in zip(result.stages, point_columns, summaries, strict=True)
         ],
     }
+
+
+class LongRowSerializer(_FiguresSerializer):
+    """One bucket of one stage: a row of ``format=long``."""
+
+    t = serializers.DateTimeField(help_text="Start of the bucket (UTC).")
+    stage = serializers.CharField(help_text=f"Stage name; {END_TO_END} for end-to-end.")
+    stage_id = serializers.IntegerField(allow_null=True, help_text="Null for end-to-end.")
+
+
+def percentile_long_rows(result: PercentileSeries) -> list[dict[str, Any]]:
+    """The ``format=long`` body for ``result``: the points of :func:`percentile_series_data`,
+    one row per bucket and stage, bucket by bucket, stages in the order asked."""
+    series = percentile_series_data(result)["series"]
+    rows = [
+        {"t": point["t"], "stage": entry["stage"]["name"], "stage_id": entry["stage"]["id"]} | point
+        for entry in series
+        for point in entry["points"]
+    ]
+    # Stable: stages keep their order within a bucket.
+    return sorted(rows, key=lambda row: row["t"])
 
 
 def _figure_values(figures: LatencyFigures) -> npt.NDArray[np.object_]:

@@ -182,22 +182,7 @@ class ObjectiveViewSet(
 
     @extend_schema(
         summary="Attainment over time and error budget of the objective's window",
-        parameters=[
-            OpenApiParameter("start", OpenApiTypes.DATETIME, description="With end."),
-            OpenApiParameter("end", OpenApiTypes.DATETIME, description="Exclusive."),
-            OpenApiParameter(
-                "window",
-                OpenApiTypes.STR,
-                enum=["28d", "month"],
-                description="Instead of start and end: the last 28 days or this calendar "
-                "month (UTC). Neither: the objective's own window.",
-            ),
-            OpenApiParameter(
-                "step",
-                OpenApiTypes.STR,
-                description="Whole minutes, in seconds (3600) or ISO 8601 (PT1H); default 1 h.",
-            ),
-        ],
+        parameters=[AttainmentQuerySerializer],
         responses={200: AttainmentSeriesSerializer},
         examples=[OpenApiExample("Two hours", value=_ATTAINMENT_EXAMPLE, response_only=True)],
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from latencyboard import bounds
 from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.series_query import SeriesQuerySerializer, step_help
 from latencyboard.sla import attainment as maths
 from latencyboard.sla.models import (
     MAINTENANCE_REASON_MAX_LENGTH,
@@ -84,41 +85,55 @@ class ObjectiveCreateSerializer(serializers.Serializer[Objective]):
         return attrs
 
 
-_WINDOW_PARAMS = {"28d": maths.ROLLING_28D, "month": maths.CALENDAR_MONTH}
+_MONTH = "month"
 
 
-class AttainmentQuerySerializer(serializers.Serializer[Any]):
-    """``start`` and ``end``, or ``window``; neither means the objective's own window.
+class AttainmentQuerySerializer(SeriesQuerySerializer):
+    """``start`` and ``end``, or ``window``; neither means the objective's own window. Read
+    as every series endpoint reads them, then rounded down to whole minutes.
 
-    Needs ``now`` and ``default_window`` in its context.
+    Needs ``default_window`` (the objective's window kind) in its context.
     """
 
-    start = bounds.MomentField(required=False)
-    end = bounds.MomentField(required=False)
-    window = serializers.ChoiceField(choices=list(_WINDOW_PARAMS), required=False)
-    step = bounds.DurationField(
-        default=dt.timedelta(hours=1),
-        help_text="Whole minutes, in seconds (3600) or ISO 8601 (PT1H); default one hour.",
+    window = serializers.CharField(  # type: ignore[assignment]
+        required=False,
+        help_text="Instead of start and end: `month` (this calendar month, UTC) or a "
+        "duration ending now, like 24h or 28d (same syntax as step). Neither: the objective's "
+        "own window.",
     )
+    step = bounds.DurationTextField(
+        default=dt.timedelta(hours=1),
+        help_text=step_help("Whole minutes; default 1h."),
+    )
+    max_points = maths.MAX_BUCKETS
+    # Exact counters summed per step in the database: a long window costs no more points.
+    longest = None
 
-    def validate_step(self, step: dt.timedelta) -> dt.timedelta:
+    def validate_window(self, value: str) -> str | dt.timedelta:
+        if value == _MONTH:
+            return value
+        return cast(dt.timedelta, bounds.DurationTextField().run_validation(value))
+
+    def check_step(self, step: dt.timedelta) -> None:
         if step < maths.MINUTE or step % maths.MINUTE:
-            raise serializers.ValidationError("Must be a whole number of minutes.")
-        return step
+            raise ValueError("Must be a whole number of minutes.")
+
+    def window_of(self, attrs: dict[str, Any], now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+        nothing = not {"window", "start", "end"} & set(attrs)
+        if attrs.get("window") != _MONTH and not nothing:
+            return super().window_of(attrs, now)
+        month = attrs.pop("window", None) is not None
+        bounds.given_window(attrs, window=month)  # refuses month with start or end
+        kind = maths.CALENDAR_MONTH if month else self.context["default_window"]
+        period = maths.objective_window(kind, now)
+        return period.start, period.end
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if bounds.given_window(attrs, window="window" in attrs) is None:
-            kind = _WINDOW_PARAMS.get(attrs.get("window", ""), self.context["default_window"])
-            window = maths.objective_window(kind, self.context["now"])
-            attrs["start"], attrs["end"] = window.start, window.end
+        attrs = super().validate(attrs)
         start = maths.floor_minute(attrs["start"])
         end = maths.floor_minute(attrs["end"])
         if end <= start:
             raise serializers.ValidationError({"end": "Must be at least a minute after start."})
-        if maths.bucket_count(start, end, attrs["step"]) > maths.MAX_BUCKETS:
-            raise serializers.ValidationError(
-                {"step": f"Too small for this range: at most {maths.MAX_BUCKETS} steps."}
-            )
         attrs["start"], attrs["end"] = start, end
         return attrs
 

@@ -414,10 +414,10 @@ def test_anonymous_visitor_is_refused_the_percentiles(client, dataset):
         ({"start": iso(T0)}, "end", "start and end together"),
         ({"start": iso(T0), "end": iso(T0 - dt.timedelta(hours=1))}, "end", "end after it starts"),
         ({"start": "yesterday", "end": iso(T0)}, "start", "wrong format"),
-        ({"window": "1w"}, "window", "unit m, h or d"),
+        ({"window": "1x"}, "window", "Use seconds (300)"),
         ({"step": "7m"}, "step", "must divide an hour"),
         ({"step": "90m"}, "step", "must divide an hour"),
-        ({"step": "fast"}, "step", "unit m, h or d"),
+        ({"step": "fast"}, "step", "Use seconds (300)"),
         ({"window": "30d", "step": "1m"}, "step", "at most 5000"),
         ({"window": "7d", "step": "5m"}, "step", "at most 5000"),
         ({"q": "1.5"}, "q", "strictly between 0 and 1"),
@@ -425,8 +425,9 @@ def test_anonymous_visitor_is_refused_the_percentiles(client, dataset):
         ({"q": "0.5,nan"}, "q", "strictly between 0 and 1"),
         ({"q": "p99"}, "q", "not a number"),
         ({"q": ",".join(f"0.{n}" for n in range(1, 10)) + ",0.95,0.99"}, "q", "At most 10"),
-        ({"stages": "preprocess"}, "stages", "neither a stage id nor end-to-end"),
-        ({"stages": "99999999999999999999"}, "stages", "neither a stage id nor end-to-end"),
+        ({"stages": "no_such_stage"}, "stages", "No stage no_such_stage (by id or name)"),
+        ({"stages": "99999999999999999999"}, "stages", "No stage 99999999999999999999"),
+        ({"stages": "x" * 101}, "stages", "neither a stage id, a stage name nor end-to-end"),
     ],
     ids=[
         "window-over-400-days",
@@ -445,8 +446,9 @@ def test_anonymous_visitor_is_refused_the_percentiles(client, dataset):
         "q-nan",
         "q-not-a-number",
         "q-too-many",
-        "stage-by-name",
+        "stage-name-unknown",
         "stage-id-overflows-bigint",
+        "stage-name-too-long",
     ],
 )
 def test_invalid_parameters_are_400_with_a_message_for_the_field(
@@ -469,18 +471,23 @@ def test_a_stage_of_another_pipeline_is_400_and_not_named(client, dataset):
     response = client.get(url(dataset.pipeline.pk), {"stages": f"end-to-end,{foreign.pk}"})
 
     assert response.status_code == 400
-    assert response.json() == {"stages": [f"No stage with id {foreign.pk} in this pipeline."]}
+    assert response.json() == {
+        "stages": [f"No stage {foreign.pk} (by id or name) in this pipeline."]
+    }
 
 
-def test_window_ends_now_widened_to_the_next_whole_step(client, dataset):
+def test_window_ends_now_not_at_the_next_whole_step(client, dataset):
     before = dt.datetime.now(dt.UTC)
 
     body = get_percentiles(client, dataset, window="2h", step="1h", stages="end-to-end")
 
     after = dt.datetime.now(dt.UTC)
     end = dt.datetime.fromisoformat(body["end"])
-    assert before <= end < after + dt.timedelta(hours=1)
+    assert before <= end <= after
     assert body["step_seconds"] == 3600
+    # and the last bucket, still filling, starts within the last hour
+    last = dt.datetime.fromisoformat(body["series"][0]["points"][-1]["t"])
+    assert end - dt.timedelta(hours=1) < last <= end
 
 
 def test_openapi_schema_publishes_the_percentiles_endpoint(client):
@@ -495,10 +502,11 @@ def test_openapi_schema_publishes_the_percentiles_endpoint(client):
         ("window", "query"),
         ("step", "query"),
         ("q", "query"),
+        ("format", "query"),
     }
     assert set(operation["responses"]) == {"200", "400", "404"}
     response = operation["responses"]["200"]["content"]["application/json"]["schema"]
-    assert response == {"$ref": "#/components/schemas/PercentileSeries"}
+    assert response == {"$ref": "#/components/schemas/PercentilesAnswer"}
     assert "/api/pipelines/" in schema["paths"]
 
 
