@@ -28,6 +28,7 @@ urlpatterns = [
     path("account/api-tokens/", include("latencyboard.apitokens.urls")),
     path("api/", include("latencyboard.api_urls")),
     path("api/", include("audits.api_urls")),
+    path("prometheus/api/v1/", include("latencyboard.prometheus.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "api/docs/",

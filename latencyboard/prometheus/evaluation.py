@@ -1,0 +1,158 @@
+"""Values of the Prometheus-compatible API's series at instants and over ranges.
+
+A sample at time ``t`` of a range query with step ``s`` describes ``[t - s, t)``: the rollup
+rows of that step merged once (quantiles from the merged sketches, never averaged). Steps
+lie on the rollup grid (:func:`series_syntax.fitting_step`): a step the grid cannot serve,
+or one that would give more than ``series_query.MAX_POINTS`` points per pipeline, is
+coarsened to the next that fits, and samples fall on its multiples since the Unix epoch. No
+sample is after now. An instant query at ``t`` describes the last whole :data:`LOOKBACK`
+before ``t`` on that step's grid (its sample is stamped ``t``). Buckets without spans have no
+sample, as a Prometheus series has gaps.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from django.contrib.auth.models import AnonymousUser, User
+
+from latencyboard import series_query, series_syntax
+from latencyboard.prometheus import series as catalogue
+from latencyboard.prometheus.promql import Unsupported
+from latencyboard.rollups import windows
+from latencyboard.rollups.queries import PercentileSeries, percentile_series
+from latencyboard.sla import queries as sla_queries
+from latencyboard.sla.models import Objective
+
+LOOKBACK: Final = dt.timedelta(minutes=5)
+"""What an instant query describes: as Prometheus' default lookback."""
+
+Sample = tuple[float, float]  # Unix seconds, value
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """Samples at ``first``, ``first + step``, …, ``last``, each describing the step before."""
+
+    first: dt.datetime
+    last: dt.datetime
+    step: dt.timedelta
+
+    @property
+    def empty(self) -> bool:
+        return self.first > self.last
+
+
+def range_grid(
+    start: dt.datetime,
+    end: dt.datetime,
+    step: dt.timedelta,
+    series_per_pipeline: int,
+    now: dt.datetime,
+) -> Grid:
+    """The samples of a range query, its step coarsened as the module doc says; raises
+    :class:`Unsupported` for a range longer than ``windows.MAX_WINDOW``."""
+    end = min(end, now)
+    if end - start > windows.MAX_WINDOW:
+        raise Unsupported(f"The range may span at most {windows.MAX_WINDOW.days} days.")
+    span = max((end - start).total_seconds(), 0.0)
+    per_series = max(series_query.MAX_POINTS // max(series_per_pipeline, 1) - 2, 1)
+    seconds = series_syntax.fitting_step(max(step.total_seconds(), span / per_series))
+    grid = dt.timedelta(seconds=seconds)
+    return Grid(windows.ceil_to(start, grid), windows.floor_to(end, grid), grid)
+
+
+def instant_grid(time: dt.datetime, now: dt.datetime) -> Grid:
+    """The one sample of an instant query at ``time`` (at most now)."""
+    moment = windows.floor_to(min(time, now), LOOKBACK)
+    return Grid(moment, moment, LOOKBACK)
+
+
+def values(
+    user: User | AnonymousUser,
+    chosen: Sequence[catalogue.Series],
+    grid: Grid,
+    now: dt.datetime,
+    stamp: float | None = None,
+) -> list[list[Sample]]:
+    """The samples of each of ``chosen`` on ``grid``; ``stamp`` (an instant query's time)
+    replaces the grid's timestamps when given."""
+    if grid.empty:
+        return [[] for _ in chosen]
+    by_pipeline: dict[int, list[int]] = defaultdict(list)
+    found: list[list[Sample]] = [[] for _ in chosen]
+    for index, entry in enumerate(chosen):
+        if entry.objective_id is None:
+            by_pipeline[entry.pipeline_id].append(index)
+        else:
+            found[index] = _attainment(entry.objective_id, grid, now, stamp)
+    for pipeline_id, indexes in by_pipeline.items():
+        figures = _figures(user, pipeline_id, [chosen[i] for i in indexes], grid)
+        for index in indexes:
+            found[index] = _samples(chosen[index], figures, grid, stamp)
+    return found
+
+
+def _figures(
+    user: User | AnonymousUser,
+    pipeline_id: int,
+    chosen: Sequence[catalogue.Series],
+    grid: Grid,
+) -> PercentileSeries:
+    stages = list(dict.fromkeys(entry.stage_id for entry in chosen))
+    levels = sorted({entry.quantile for entry in chosen if entry.quantile is not None}) or [0.5]
+    return percentile_series(
+        user, pipeline_id, stages, grid.first - grid.step, grid.last, grid.step, levels
+    )
+
+
+def _samples(
+    entry: catalogue.Series, figures: PercentileSeries, grid: Grid, stamp: float | None
+) -> list[Sample]:
+    row = [stage.id for stage in figures.stages].index(entry.stage_id)
+    step = figures.step_seconds
+    first_end = int(figures.start.timestamp()) + step
+    samples = []
+    for bucket in range(figures.bucket_count):
+        end = first_end + bucket * step
+        if not grid.first.timestamp() <= end <= grid.last.timestamp():
+            continue
+        n = int(figures.points.n[row, bucket])
+        value = _value(entry, figures, row, bucket, n, step)
+        if value is not None:
+            samples.append((float(end) if stamp is None else stamp, value))
+    # An instant query: one sample, of the whole lookback.
+    return samples[-1:] if stamp is not None else samples
+
+
+def _value(
+    entry: catalogue.Series, figures: PercentileSeries, row: int, bucket: int, n: int, step: int
+) -> float | None:
+    if entry.metric == catalogue.REQUESTS:
+        return float(n)
+    if entry.metric == catalogue.REQUEST_RATE:
+        return n / step
+    if n == 0:
+        return None
+    if entry.metric == catalogue.ERROR_RATIO:
+        return float(figures.points.error_rate[row, bucket])
+    level = figures.quantiles.index(entry.quantile)
+    milliseconds = float(figures.points.quantiles_ms[row, bucket, level])
+    return None if math.isnan(milliseconds) else milliseconds / 1000
+
+
+def _attainment(
+    objective_id: int, grid: Grid, now: dt.datetime, stamp: float | None
+) -> list[Sample]:
+    objective = Objective.objects.get(pk=objective_id)
+    series = sla_queries.attainment(objective, grid.first - grid.step, grid.last, grid.step, now)
+    return [
+        (float(bucket.end.timestamp()) if stamp is None else stamp, bucket.good / bucket.total)
+        for bucket in series.buckets
+        if bucket.total
+    ]
