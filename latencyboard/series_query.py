@@ -60,6 +60,8 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
     default_window: ClassVar[dt.timedelta | None] = dt.timedelta(days=1)
     max_points: ClassVar[int] = MAX_POINTS
     longest: ClassVar[dt.timedelta | None] = windows.MAX_WINDOW
+    on_grid: ClassVar[bool] = True
+    """Whether buckets lie on the epoch-anchored step grid (else they start at ``start``)."""
     """The longest window; None for an endpoint whose cost does not grow with it."""
 
     def check_step(self, step: dt.timedelta) -> None:
@@ -112,8 +114,10 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
     def _check_points(
         self, start: dt.datetime, end: dt.datetime, step: dt.timedelta, series: int
     ) -> None:
-        # Buckets on the step grid that [start, end) touches: at most one more than it spans.
-        buckets = math.ceil((end - start) / step) + 1
+        if self.on_grid:
+            buckets = windows.point_count(start, end, int(step.total_seconds()), 1)
+        else:
+            buckets = math.ceil((end - start) / step)
         if buckets * max(series, 1) <= self.max_points:
             return
         per_series = max(self.max_points // max(series, 1) - 1, 1)

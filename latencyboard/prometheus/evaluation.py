@@ -21,7 +21,7 @@ from typing import Final
 
 from django.contrib.auth.models import AnonymousUser, User
 
-from latencyboard import series_query, series_syntax
+from latencyboard import bounds, series_query, series_syntax
 from latencyboard.prometheus import series as catalogue
 from latencyboard.prometheus.promql import Unsupported
 from latencyboard.rollups import windows
@@ -82,7 +82,7 @@ def values(
 ) -> list[list[Sample]]:
     """The samples of each of ``chosen`` on ``grid``; ``stamp`` (an instant query's time)
     replaces the grid's timestamps when given."""
-    if grid.empty:
+    if grid.empty or grid.first - grid.step < bounds.EARLIEST:
         return [[] for _ in chosen]
     by_pipeline: dict[int, list[int]] = defaultdict(list)
     found: list[list[Sample]] = [[] for _ in chosen]

@@ -108,6 +108,7 @@ class AttainmentQuerySerializer(SeriesQuerySerializer):
     max_points = maths.MAX_BUCKETS
     # Exact counters summed per step in the database: a long window costs no more points.
     longest = None
+    on_grid = False  # steps are aligned to start
 
     def validate_window(self, value: str) -> str | dt.timedelta:
         if value == _MONTH:

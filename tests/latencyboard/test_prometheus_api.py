@@ -409,3 +409,47 @@ def test_the_collector_config_batches_and_exports_over_otlphttp_with_the_token()
     assert traces["exporters"][0].split("/")[0] == "otlphttp"
     assert "batch" in traces["processors"]
     assert exporter["headers"]["authorization"] == "Bearer ${env:LATENCYBOARD_INGEST_TOKEN}"
+
+
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("query", {"query": "latencyboard_requests", "time": "1e30"}),
+        ("query", {"query": "latencyboard_requests", "time": "-5"}),
+        ("query", {}),
+        ("query_range", {"query": "latencyboard_requests", "start": "0", "end": "1"}),
+        ("query_range", {"query": "latencyboard_requests", "start": "0", "end": "1", "step": "0"}),
+        (
+            "query_range",
+            {"query": "latencyboard_requests", "start": "0", "end": "9999999999", "step": "1"},
+        ),
+        (
+            "query_range",
+            {"query": "latencyboard_requests", "start": "10", "end": "5", "step": "1d"},
+        ),
+        (
+            "query_range",
+            {"query": "latencyboard_requests", "start": "0", "end": "1", "step": "9" * 30},
+        ),
+        ("series", {}),
+        ("series", {"match[]": "1+1"}),
+        ("labels", {"match[]": 'x{a=~"' + "a" * 300 + '"}'}),
+    ],
+)
+def test_bad_parameters_are_a_400_in_prometheus_shape(scene, path, params):
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {scene.token}")
+
+    response = client.get(f"/prometheus/api/v1/{path}", params)
+
+    assert response.status_code == 400, response.content
+    assert response.json()["errorType"] == "bad_data"
+
+
+def test_an_instant_query_at_the_epoch_answers_nothing(scene):
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {scene.token}")
+
+    response = client.get(
+        "/prometheus/api/v1/query", {"query": "latencyboard_requests", "time": "0"}
+    )
+
+    assert response.json() == {"status": "success", "data": {"resultType": "vector", "result": []}}
