@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
                 "LIVE_UPDATES": "false",
             }
         )
+        (stack.root / "var").mkdir(exist_ok=True)  # beat's schedule file
         ingest = stack.start_ingest(threads=8)
         (web_port,) = free_ports(1)
         try:
