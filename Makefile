@@ -48,7 +48,7 @@ bench-retention: $(VENV)/.installed
 	$(PY) benchmarks/bench_retention.py $(ARGS)
 
 # Team B attacks (slow channels, silent gRPC streams, declared huge bodies, expensive queries,
-# many service names) while team A exports and browses; A's figures per attack (~6 min).
+# many service names) while team A exports and browses; A's figures per attack (~12 min).
 bench-fairness: $(VENV)/.installed
 	$(PY) benchmarks/bench_fairness.py $(ARGS)
 
