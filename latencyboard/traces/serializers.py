@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from rest_framework import serializers
 
-from latencyboard import bounds
+from latencyboard import bounds, series_syntax
 from latencyboard.moments import iso_utc
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.storage.span_events import StoredEvent
@@ -37,9 +37,6 @@ KIND_NAMES: Final = {
     5: "consumer",
 }
 STATUS_NAMES: Final = {0: "unset", 1: "ok", 2: "error"}
-_WINDOW = re.compile(r"(\d{1,4})([mh])")
-_STEP = re.compile(r"(\d{1,4})([mhd])")
-_STEP_UNITS: Final = {"m": "minutes", "h": "hours", "d": "days"}
 _NEAR = re.compile(r"p(\d{1,2}(?:\.\d{1,4})?)")
 _STAGE_ID = re.compile(r"\d{1,18}")  # fits a bigint, so a typo cannot overflow the query
 _WINDOW_HOURS: Final = MAX_WINDOW // dt.timedelta(hours=1)
@@ -70,7 +67,8 @@ class TraceSearchQuerySerializer(serializers.Serializer):
     )
     window = serializers.CharField(
         required=False,
-        help_text="Instead of start and end: the window ending now, like 15m, 1h or 24h.",
+        help_text="Instead of start and end: the window ending now, like 15m, 1h or 24h "
+        "(whole minutes, in the series endpoints' syntax).",
     )
     min_ms = bounds.MillisecondsField(
         required=False, help_text="Shortest duration in ms (inclusive)."
@@ -106,13 +104,7 @@ class TraceSearchQuerySerializer(serializers.Serializer):
         return tuple(filters)
 
     def validate_window(self, value: str) -> dt.timedelta:
-        match = _WINDOW.fullmatch(value.strip())
-        if match is None:
-            raise serializers.ValidationError("Use a number and a unit m or h, like 15m or 6h.")
-        window = dt.timedelta(**{"minutes" if match[2] == "m" else "hours": int(match[1])})
-        if not dt.timedelta(0) < window <= MAX_WINDOW:
-            raise serializers.ValidationError(f"From 1m to {_WINDOW_HOURS}h.")
-        return window
+        return _minutes(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         window = attrs.get("window")
@@ -150,7 +142,7 @@ class ExemplarQuerySerializer(serializers.Serializer):
     step = serializers.CharField(
         default="1m",
         help_text="The bucket's length from minute, as the percentile charts step: 1m, 15m, "
-        f"1h, 1d… Whole minutes, at most {_WINDOW_HOURS}h.",
+        f"1h, 900… Whole minutes, at most {_WINDOW_HOURS}h.",
     )
     quantile = serializers.FloatField(
         required=False,
@@ -170,13 +162,7 @@ class ExemplarQuerySerializer(serializers.Serializer):
         return _stage(value)
 
     def validate_step(self, value: str) -> dt.timedelta:
-        match = _STEP.fullmatch(value.strip())
-        if match is None:
-            raise serializers.ValidationError("Use a number and a unit m, h or d, like 15m or 1h.")
-        step = dt.timedelta(**{_STEP_UNITS[match[2]]: int(match[1])})
-        if not MINUTE <= step <= MAX_WINDOW:
-            raise serializers.ValidationError(f"From 1m to {_WINDOW_HOURS}h.")
-        return step
+        return _minutes(value)
 
     def validate_near(self, value: str) -> float:
         match = _NEAR.fullmatch(value)
@@ -195,6 +181,18 @@ class ExemplarQuerySerializer(serializers.Serializer):
             "count": attrs["count"],
             "width": attrs["step"],
         }
+
+
+def _minutes(value: str) -> dt.timedelta:
+    """A duration in the series endpoints' syntax (:mod:`latencyboard.series_syntax`) of
+    whole minutes, from one minute to ``MAX_WINDOW``."""
+    try:
+        found = series_syntax.duration(value)
+    except series_syntax.SyntaxRefused as exc:
+        raise serializers.ValidationError(str(exc)) from None
+    if not MINUTE <= found <= MAX_WINDOW or found % MINUTE:
+        raise serializers.ValidationError(f"Whole minutes from 1m to {_WINDOW_HOURS}h.")
+    return found
 
 
 def _stage(value: str) -> int | None:

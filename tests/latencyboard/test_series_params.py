@@ -254,3 +254,19 @@ def test_epoch_numbers_are_seconds_below_1e11_and_milliseconds_above(text, momen
 )
 def test_fitting_step_is_the_smallest_grid_step_at_least(seconds, step):
     assert series_syntax.fitting_step(seconds) == step
+
+
+@pytest.mark.parametrize("step", ["900", "PT15M", "15m"])
+def test_trace_exemplars_and_search_read_durations_in_the_same_syntax(client, scene, step):
+    minute = scene["first"].isoformat()
+    pipeline = scene["pipeline"].pk
+
+    exemplars = client.get(
+        "/api/traces/exemplars/", {"pipeline": pipeline, "minute": minute, "step": step}
+    )
+    search = client.get("/api/traces/", {"pipeline": pipeline, "window": step})
+
+    assert (exemplars.status_code, search.status_code) == (200, 200)
+    assert exemplars.json()["end"] == (scene["first"] + dt.timedelta(minutes=15)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
