@@ -27,10 +27,15 @@ from audits.serializers import AuditEventSerializer, ReportRequestSerializer, Re
 from audits.views import file_response
 from latencyboard.pipelines.models import Pipeline
 
+MAX_OFFSET = 10**9  # past any log's length, within PostgreSQL's OFFSET
+
 
 class AuditLogPages(LimitOffsetPagination):
     default_limit = 100
     max_limit = 500
+
+    def get_offset(self, request: Request) -> int:
+        return min(super().get_offset(request), MAX_OFFSET)
 
 
 @extend_schema(tags=["audits"])

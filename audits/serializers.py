@@ -14,14 +14,15 @@ from audits.models import LOG_COLUMNS, AuditEvent, Report
 from audits.signatures import MANIFEST, SIGNATURE
 
 MAX_PIPELINES = 1000
+MAX_ID = 2**63 - 1  # PostgreSQL's bigint
 
 
 class ReportRequestSerializer(serializers.Serializer[Any]):
-    team = serializers.IntegerField(min_value=1, help_text="The team's id.")
+    team = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="The team's id.")
     year = serializers.IntegerField(min_value=2000, max_value=2999)
     quarter = serializers.IntegerField(min_value=1, max_value=4)
     pipelines = serializers.ListField(
-        child=serializers.IntegerField(min_value=1),
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
         required=False,
         max_length=MAX_PIPELINES,
         help_text="Pipeline ids of the team; none or empty: all of them.",

@@ -6,6 +6,7 @@ Auditors and admins of a team see its reports and log; to everyone else they do 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib import messages
@@ -13,7 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
@@ -26,6 +27,7 @@ from latencyboard.audit_trail import Subject
 from latencyboard.spreadsheet import csv_bytes
 
 LOG_PAGE_ROWS = 100
+_FILE_NAME = re.compile(r"[a-z_]{1,80}\.(csv|json|pdf)")
 _PENDING = (ReportStatus.QUEUED, ReportStatus.RUNNING)
 
 
@@ -91,6 +93,8 @@ def report_file(request: HttpRequest, report_id: int, file_name: str) -> HttpRes
 def file_response(request: HttpRequest, report: Report, file_name: str) -> HttpResponse:
     """One stored file of ``report`` as a download (404 when it has none of that name); the
     download is recorded in the team's audit log."""
+    if not _FILE_NAME.fullmatch(file_name):  # no file has another name (nor a NUL byte)
+        raise Http404("No such file.")
     stored = get_object_or_404(report.files, name=file_name)
     record(request, "report.downloaded", services.report_subject(report), {"file": stored.name})
     response = HttpResponse(bytes(stored.content), content_type=stored.content_type)

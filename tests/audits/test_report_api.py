@@ -173,3 +173,24 @@ def test_the_audit_log_api_filters_and_pages_the_teams_events():
         {"threshold_ms": {"before": "2", "after": "3"}},
         {"threshold_ms": {"before": "1", "after": "2"}},
     ]
+
+
+def test_extreme_values_get_4xx_never_a_server_error():
+    # given an auditor's token and a finished report
+    team = _team()
+    script, auditor = _script(team)
+    report = services.request_report(None, team, 2026, 3, None, auditor, dt.datetime.now(dt.UTC))
+    services.build_report(report.pk)
+
+    # when it sends a NUL byte in a file name, a team id past bigint and a huge log offset
+    nul = script.get(f"/api/audit-reports/{report.pk}/files/a%00.csv")
+    huge = script.post(
+        "/api/audit-reports/",
+        {"team": 2**70, "year": 2026, "quarter": 3},
+        content_type="application/json",
+    )
+    far = script.get("/api/audit-log/", {"offset": str(10**30)})
+
+    # then each answer is a plain 4xx, or an empty page
+    assert (nul.status_code, huge.status_code, far.status_code) == (404, 400, 200)
+    assert far.json()["results"] == []
