@@ -274,6 +274,19 @@ class SpanEventSerializer(serializers.Serializer):
     )
 
 
+class DerivedSerializer(serializers.Serializer):
+    read_from = serializers.CharField(
+        help_text="Where it was read from, like `attribute gen_ai.latency.time_in_queue (s)` "
+        "or `events QUEUE_START → COMPUTE_START`."
+    )
+
+
+class MeasureSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="time_to_first_token, time_per_output_token.")
+    ms = serializers.FloatField()
+    definition = serializers.CharField(help_text="What the figure counts, by its source.")
+
+
 class WaterfallSpanSerializer(serializers.Serializer):
     """One span in waterfall order (depth first, siblings by start time)."""
 
@@ -304,6 +317,14 @@ class WaterfallSpanSerializer(serializers.Serializer):
     orphan = serializers.BooleanField(help_text="Its parent was not received.")
     attributes = serializers.DictField()
     events = SpanEventSerializer(many=True)
+    derived = DerivedSerializer(
+        allow_null=True,
+        help_text="A stage ingest derived from its parent's attributes or events (not a span "
+        "anyone sent); null for a sent span.",
+    )
+    measures = MeasureSerializer(
+        many=True, help_text="LLM figures read from this span, which overlap its stages."
+    )
     dropped_events_count = serializers.IntegerField(
         help_text="Events the span lacks: past ingest's cap (the newest are kept) or dropped "
         "by the sending SDK."
@@ -403,6 +424,11 @@ def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
                 "orphan": row.orphan,
                 "attributes": span.attributes,
                 "events": [_event_data(event, start_ns) for event in span.events],
+                "derived": {"read_from": span.derived_from} if span.derived_from else None,
+                "measures": [
+                    {"name": m.name, "ms": m.duration_ns / 1e6, "definition": m.definition}
+                    for m in span.measures
+                ],
                 "dropped_events_count": span.dropped_events,
             }
         )

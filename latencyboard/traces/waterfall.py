@@ -33,6 +33,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+STORED_PRECISION_NS = 999
+"""Starts are stored to the microsecond, durations to the nanosecond: a child that follows
+another exactly (a derived stage after the one before it) may seem to overlap it by less than a
+microsecond. The critical path takes a child ending that little after the cursor as ending at it."""
+
 
 @dataclass(frozen=True, slots=True)
 class SpanTiming:
@@ -222,7 +227,10 @@ def _critical_path(
         )
         cursor = high
         for child_end, child_start, k in clamped:
-            if child_end <= child_start or child_end > cursor:
+            if child_end > cursor + STORED_PRECISION_NS:
+                continue
+            child_end = min(child_end, cursor)
+            if child_end <= child_start:
                 continue
             if child_end < cursor:
                 segments.append(CriticalSegment(i, child_end, cursor))

@@ -8,6 +8,7 @@ times and critical path are the pure ``latencyboard.traces.waterfall``'s.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -16,6 +17,7 @@ from typing import Any, Final
 
 from django.contrib.auth.models import AnonymousUser, User
 
+from latencyboard.pipelines.derivation import DERIVED_ATTRIBUTE, MEASURE_ATTRIBUTE
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.storage import span_events, span_reads
 from latencyboard.teams.queries import teams_of
@@ -48,6 +50,18 @@ class TraceSpan:
     attributes: dict[str, Any]
     events: tuple[span_events.StoredEvent, ...] = ()  # oldest first
     dropped_events: int = 0  # the span lacks these: cut by ingest's cap or by its SDK
+    derived_from: str = ""  # a derived stage: where ingest read it from; else empty
+    measures: tuple[TraceMeasure, ...] = ()  # LLM figures ingest read from this span
+
+
+@dataclass(frozen=True)
+class TraceMeasure:
+    """An LLM figure of a span (time to first token…), as ingest stored it: a row under the
+    span whose duration is the figure, with its source's definition."""
+
+    name: str
+    duration_ns: int
+    definition: str
 
 
 @dataclass(frozen=True)
@@ -79,40 +93,56 @@ def trace_waterfall(user: User | AnonymousUser, trace_id: uuid.UUID) -> TraceWat
     pipelines = Pipeline.objects.in_bulk({row[4] for row in rows})
     events = span_events.trace_events(team_ids, trace_id)
     no_events = span_events.SpanEvents((), 0)
-    spans = tuple(
-        TraceSpan(
-            span_id=span_id,
-            parent_span_id=parent,
-            name=name,
-            stage_name=stage_name,
-            pipeline_id=pipeline_id,
-            pipeline_name=str(pipelines[pipeline_id]),
-            kind=kind,
-            status_code=status_code,
-            status_message=status_message,
-            start_time=start_time,
-            duration_ns=duration_ns,
-            is_root=is_root,
-            # Django has psycopg load jsonb as text (JSONField decodes it itself).
-            attributes=json.loads(attributes),
-            events=events.get(span_id, no_events).events,
-            dropped_events=events.get(span_id, no_events).dropped_events,
+    measures: dict[int, list[TraceMeasure]] = {}
+    spans = []
+    for (
+        span_id,
+        parent,
+        name,
+        stage_name,
+        pipeline_id,
+        kind,
+        status_code,
+        status_message,
+        start_time,
+        duration_ns,
+        is_root,
+        text,
+    ) in rows[:MAX_TRACE_SPANS]:
+        # Django has psycopg load jsonb as text (JSONField decodes it itself).
+        attributes = json.loads(text)
+        if MEASURE_ATTRIBUTE in attributes and parent is not None:
+            # A figure of its parent that overlaps its stages, not a step of the request.
+            definition = str(attributes[MEASURE_ATTRIBUTE])
+            measures.setdefault(parent, []).append(TraceMeasure(name, duration_ns, definition))
+            continue
+        stored = events.get(span_id, no_events)
+        spans.append(
+            TraceSpan(
+                span_id=span_id,
+                parent_span_id=parent,
+                name=name,
+                stage_name=stage_name,
+                pipeline_id=pipeline_id,
+                pipeline_name=str(pipelines[pipeline_id]),
+                kind=kind,
+                status_code=status_code,
+                status_message=status_message,
+                start_time=start_time,
+                duration_ns=duration_ns,
+                is_root=is_root,
+                attributes=attributes,
+                events=stored.events,
+                dropped_events=stored.dropped_events,
+                derived_from=str(attributes.get(DERIVED_ATTRIBUTE, "")),
+            )
         )
-        for (
-            span_id,
-            parent,
-            name,
-            stage_name,
-            pipeline_id,
-            kind,
-            status_code,
-            status_message,
-            start_time,
-            duration_ns,
-            is_root,
-            attributes,
-        ) in rows[:MAX_TRACE_SPANS]
-    )
+    spans = [
+        dataclasses.replace(span, measures=tuple(measures[span.span_id]))
+        if span.span_id in measures
+        else span
+        for span in spans
+    ]
     timings = [
         waterfall.SpanTiming(
             span.span_id, span.parent_span_id, _unix_ns(span.start_time), span.duration_ns
@@ -121,7 +151,7 @@ def trace_waterfall(user: User | AnonymousUser, trace_id: uuid.UUID) -> TraceWat
     ]
     return TraceWaterfall(
         trace_id=trace_id,
-        spans=spans,
+        spans=tuple(spans),
         waterfall=waterfall.build(timings),
         truncated=len(rows) > MAX_TRACE_SPANS,
     )

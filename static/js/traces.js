@@ -28,6 +28,8 @@
     return node;
   }
 
+  const MEASURE_LABELS = { time_to_first_token: "TTFT", time_per_output_token: "TPOT" };
+
   function percent(ms) {
     return (100 * ms) / total + "%";
   }
@@ -71,6 +73,18 @@
     if (span.stage !== span.name) {
       name.append(element("span", { class: "wf-stage", text: span.stage }));
     }
+    if (span.derived) {
+      name.append(element("span", { class: "badge derived", text: "derived", title: "Read by ingest from its parent's " + span.derived.read_from }));
+    }
+    for (const measure of span.measures) {
+      name.append(
+        element("span", {
+          class: "badge measure",
+          text: `${MEASURE_LABELS[measure.name] || measure.name} ${formatMs(measure.ms)}`,
+          title: measure.definition,
+        }),
+      );
+    }
     if (span.critical) {
       name.append(element("span", { class: "badge critical", text: "critical path" }));
     }
@@ -99,7 +113,17 @@
       mark.style.left = percent(event.offset_ms);
       return mark;
     });
+    // The first token, where a time-to-first-token figure places it on its span.
+    for (const measure of span.measures.filter((m) => m.name === "time_to_first_token")) {
+      const tick = element("span", {
+        class: "wf-first-token",
+        title: `First token after ${formatMs(measure.ms)}: ${measure.definition}`,
+      });
+      tick.style.left = percent(span.offset_ms + measure.ms);
+      marks.push(tick);
+    }
     const classes = ["wf-row", "wf-span"];
+    if (span.derived) classes.push("derived");
     if (span.critical) classes.push("critical");
     if (span.status === "error") classes.push("error");
     if (span.orphan) classes.push("orphan");
@@ -203,7 +227,8 @@
       ["Span id", span.span_id],
       ["Parent span id", parent],
       ["Pipeline", span.pipeline.name],
-      ["Stage", span.stage],
+      ["Stage", span.stage + (span.derived ? ` (derived from the parent's ${span.derived.read_from})` : "")],
+      ...span.measures.map((m) => [m.name, `${formatMs(m.ms)}: ${m.definition}`]),
       ["Kind", span.kind],
       ["Status", span.status + (span.status_message ? ": " + span.status_message : "")],
       ["Start (UTC)", span.start_time.replace("T", " ").replace("Z", "")],

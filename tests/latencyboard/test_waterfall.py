@@ -303,3 +303,20 @@ def test_every_span_is_drawn_once_with_a_sane_self_time(spans):
     assert all(a[1] == b[0] for a, b in pairwise(bounds))
     assert sum(end - start for start, end in bounds) == root.duration_ns
     assert {s.index for s in result.critical_segments} <= set(on_path)
+
+
+def test_stages_that_follow_each_other_are_all_on_the_path_despite_microsecond_starts():
+    # given derived stages laid end to end, their starts stored to the microsecond: prefill
+    # seems to end 600 ns after decode starts
+    spans = [
+        SpanTiming(1, None, 0, 100_000_000),
+        SpanTiming(2, 1, 0, 20_000_400),  # queue
+        SpanTiming(3, 1, 20_000_000, 10_000_600),  # prefill
+        SpanTiming(4, 1, 30_000_000, 70_000_000),  # decode
+    ]
+
+    found = build(spans)
+
+    # then every stage is on the critical path and the path still tiles the root
+    assert found.critical_path == (0, 1, 2, 3)
+    assert sum(s.end_ns - s.start_ns for s in found.critical_segments) == 100_000_000
