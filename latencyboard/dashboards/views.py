@@ -12,6 +12,7 @@ from django.utils import timezone
 from latencyboard.dashboards import queries
 from latencyboard.dashboards.bottleneck_queries import bottlenecks
 from latencyboard.dashboards.overview_queries import WINDOWS as OVERVIEW_WINDOWS
+from latencyboard.pipelines.derivation import MEASURES
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.retention import queries as retention_queries
@@ -45,6 +46,12 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
         "pipeline": {"id": pk, "name": str(page.pipeline)},
         "stages": [{"id": stage.id, "name": stage.name} for stage in page.stages],
         "rootStageIds": list(page.root_stage_ids),
+        # LLM measures, shown with their source's definition (latencyboard.pipelines.derivation).
+        "llm": [
+            {"id": stage.id, "name": stage.name, "definition": stage.definition}
+            for stage in page.stages
+            if stage.name in MEASURES
+        ],
         "endToEnd": END_TO_END,
         "objectives": [
             {
