@@ -9,6 +9,7 @@ from latencyboard.alerts.channels import check_channel
 from latencyboard.alerts.models import RULE_SETTINGS, Channel, Rule
 from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.sla.forms import stage_label
 from latencyboard.teams.models import Team
 
 SILENCE_CHOICES = [(30, "30 minutes"), (60, "1 hour"), (240, "4 hours"), (1440, "1 day")]
@@ -99,6 +100,7 @@ class RuleForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["pipeline"].queryset = Pipeline.objects.filter(team__in=teams)  # type: ignore[attr-defined]
         self.fields["stages"].queryset = Stage.objects.filter(pipeline__team__in=teams)  # type: ignore[attr-defined]
+        self.fields["stages"].label_from_instance = stage_label  # type: ignore[attr-defined]
         self.fields["channels"].queryset = Channel.objects.filter(team__in=teams)  # type: ignore[attr-defined]
 
     def clean(self) -> dict[str, Any]:

@@ -40,9 +40,14 @@ class _PipelineChoiceField(forms.ModelChoiceField):
         return f"{obj} · {obj.team}"
 
 
+def stage_label(stage: Stage) -> str:
+    """A stage as forms offer it: an LLM measure (time to first token…) says it is one."""
+    return f"{stage.name} (LLM measure)" if stage.kind == "measure" else stage.name
+
+
 class _StageChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: Stage) -> str:
-        return obj.name
+        return stage_label(obj)
 
 
 class ObjectiveForm(forms.Form):
