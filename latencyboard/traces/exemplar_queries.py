@@ -57,7 +57,7 @@ class Exemplars:
 def trace_exemplars(
     user: User | AnonymousUser,
     pipeline_id: int,
-    stage_id: int | None,
+    stage_id: int | str | None,
     minute: dt.datetime,
     quantile: float,
     count: int = EXEMPLAR_COUNT,

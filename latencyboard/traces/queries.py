@@ -80,7 +80,7 @@ class TraceFilters:
     start: dt.datetime
     end: dt.datetime
     pipeline_id: int | None = None
-    stage_id: int | None = None
+    stage_id: int | str | None = None  # an id, or a name of the pipeline's
     min_ms: float | None = None
     max_ms: float | None = None
     status: Literal["error", "ok"] | None = None
@@ -182,17 +182,22 @@ def search_traces(user: User | AnonymousUser, filters: TraceFilters) -> TraceSea
 
 
 def scope(
-    user: User | AnonymousUser, pipeline_id: int | None, stage_id: int | None
+    user: User | AnonymousUser, pipeline_id: int | None, stage_id: int | str | None
 ) -> tuple[list[Pipeline], Stage | None]:
     """The pipelines to read (the one asked for, the stage's, or all of the user's) and the
-    stage; raises DoesNotExist for either outside the user's teams."""
+    stage, by id or (of the pipeline asked for) by name; raises DoesNotExist for either
+    outside the user's teams."""
     mine = Pipeline.objects.visible_to(user)
     pipeline = None if pipeline_id is None else mine.get(pk=pipeline_id)
-    stage = (
-        None
-        if stage_id is None
-        else Stage.objects.visible_to(user).select_related("pipeline").get(pk=stage_id)
-    )
+    stages = Stage.objects.visible_to(user).select_related("pipeline")
+    if isinstance(stage_id, str):
+        if pipeline is None:
+            raise InvalidTraceQuery("stage", "Name the pipeline to choose a stage by name.")
+        found = stages.filter(pipeline=pipeline, name=stage_id).first()
+        if found is None:
+            raise InvalidTraceQuery("stage", f"No stage {stage_id} in this pipeline.")
+        return [pipeline], found
+    stage = None if stage_id is None else stages.get(pk=stage_id)
     if stage is not None:
         if pipeline is not None and stage.pipeline_id != pipeline.pk:
             raise InvalidTraceQuery("stage", f"Stage {stage_id} is not a stage of this pipeline.")

@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from latencyboard import bounds, series_syntax
 from latencyboard.moments import iso_utc
-from latencyboard.pipelines.mapping import END_TO_END
+from latencyboard.pipelines.mapping import END_TO_END, MAX_STAGE_NAME
 from latencyboard.storage.span_events import StoredEvent
 from latencyboard.traces import ids
 from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT, Exemplars
@@ -52,7 +52,8 @@ class TraceSearchQuerySerializer(serializers.Serializer):
     )
     stage = serializers.CharField(
         required=False,
-        help_text="Stage id: only traces having a span of this stage; min_ms/max_ms then "
+        help_text="Stage id, or name with pipeline: only traces having a span of this stage; "
+        "min_ms/max_ms then "
         f"bound that span's duration. `{END_TO_END}` (the root spans) is the same as "
         "no stage.",
     )
@@ -91,7 +92,7 @@ class TraceSearchQuerySerializer(serializers.Serializer):
         default=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, help_text="Traces to return."
     )
 
-    def validate_stage(self, value: str) -> int | None:
+    def validate_stage(self, value: str) -> int | str | None:
         return _stage(value)
 
     def validate_attr(self, value: list[str]) -> tuple[AttributeFilter, ...]:
@@ -133,7 +134,7 @@ class ExemplarQuerySerializer(serializers.Serializer):
     pipeline = serializers.IntegerField(min_value=1, help_text="Pipeline id.")
     stage = serializers.CharField(
         default=END_TO_END,
-        help_text=f"Stage id, or `{END_TO_END}` for the root spans (end to end).",
+        help_text=f"Stage id or name, or `{END_TO_END}` for the root spans (end to end).",
     )
     minute = bounds.MomentField(
         help_text="The minute, ISO 8601; seconds are dropped (UTC unless an offset is given). "
@@ -158,7 +159,7 @@ class ExemplarQuerySerializer(serializers.Serializer):
         default=EXEMPLAR_COUNT, min_value=1, max_value=MAX_EXEMPLARS, help_text="Traces."
     )
 
-    def validate_stage(self, value: str) -> int | None:
+    def validate_stage(self, value: str) -> int | str | None:
         return _stage(value)
 
     def validate_step(self, value: str) -> dt.timedelta:
@@ -195,13 +196,17 @@ def _minutes(value: str) -> dt.timedelta:
     return found
 
 
-def _stage(value: str) -> int | None:
-    """A stage id, or None for the end-to-end latency (the root spans)."""
+def _stage(value: str) -> int | str | None:
+    """A stage id, a stage name, or None for the end-to-end latency (the root spans)."""
     if value == END_TO_END:
         return None
-    if not _STAGE_ID.fullmatch(value):
-        raise serializers.ValidationError(f"'{value}' is neither a stage id nor {END_TO_END}.")
-    return int(value)
+    if _STAGE_ID.fullmatch(value):
+        return int(value)
+    if not 0 < len(value) <= MAX_STAGE_NAME:
+        raise serializers.ValidationError(
+            f"'{value[:MAX_STAGE_NAME]}' is neither a stage id, a stage name nor {END_TO_END}."
+        )
+    return value
 
 
 # The response serializers only document the shapes; the *_data functions render them, as

@@ -270,3 +270,26 @@ def test_trace_exemplars_and_search_read_durations_in_the_same_syntax(client, sc
     assert exemplars.json()["end"] == (scene["first"] + dt.timedelta(minutes=15)).strftime(
         "%Y-%m-%dT%H:%M:%SZ"
     )
+
+
+def test_trace_search_and_exemplars_take_a_stage_by_name(client, scene):
+    minute = scene["first"].isoformat()
+    pipeline = scene["pipeline"].pk
+    model = scene["stages"][1]
+
+    by_name = client.get(
+        "/api/traces/exemplars/", {"pipeline": pipeline, "minute": minute, "stage": "model"}
+    )
+    by_id = client.get(
+        "/api/traces/exemplars/", {"pipeline": pipeline, "minute": minute, "stage": model.pk}
+    )
+    unknown = client.get("/api/traces/", {"pipeline": pipeline, "stage": "no_such_stage"})
+    no_pipeline = client.get("/api/traces/", {"stage": "model"})
+
+    assert (by_name.status_code, by_name.json()) == (200, by_id.json())
+    assert by_name.json()["stage"] == {"id": model.pk, "name": "model"}
+    assert (unknown.status_code, unknown.json()) == (
+        400,
+        {"stage": ["No stage no_such_stage in this pipeline."]},
+    )
+    assert no_pipeline.status_code == 400
