@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -114,8 +115,20 @@ def test_first_start_fills_a_week_with_rollouts_and_slas_and_later_starts_keep_i
     vllm = Pipeline.objects.get(team=team, service_name="vllm")
     gateway = Pipeline.objects.get(team=team, service_name="chat-gateway")
     llm_requests = Span.objects.filter(pipeline=vllm, is_root=True).count()
-    assert llm_requests == Span.objects.filter(pipeline=vllm).count()
     assert llm_requests > 0.9 * RATE * 7 * 86_400 * 0.99  # the gateway refuses a few
+    # and each request's queue, prefill and decode, TTFT and TPOT, read from its attributes
+    derived = Counter(
+        Span.objects.filter(pipeline=vllm, is_root=False).values_list("stage__name", flat=True)
+    )
+    assert derived.keys() == {
+        "queue",
+        "prefill",
+        "decode",
+        "time_to_first_token",
+        "time_per_output_token",
+    }
+    assert derived["queue"] == derived["decode"] == derived["time_to_first_token"] == llm_requests
+    assert 0.99 * llm_requests <= derived["time_per_output_token"] <= llm_requests
     assert Span.objects.filter(pipeline=gateway, is_root=True).count() >= llm_requests
     assert not Span.objects.filter(pipeline=vllm, parent_span_id=None).exists()
     response = client.get(f"/api/pipelines/{vllm.pk}/percentiles/", {"window": "7d"})
