@@ -8,6 +8,7 @@ the events the library recorded."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from latencyboard.pipelines.models import Pipeline
+from latencyboard.rollups import services as rollup_services
 from latencyboard.spans.models import Span
 from tests.factories import TeamWithToken, make_team_with_token, make_user
 from tests.ingest.genai_client import LIBRARIES
@@ -99,3 +101,12 @@ def test_a_libraries_spans_arrive_with_tokens_and_events(
     for event in streamed["events"]:
         assert streamed["offset_ms"] <= event["offset_ms"]
         assert event["offset_ms"] <= streamed["offset_ms"] + streamed["duration_ms"]
+    # and once folded, the percentiles API has the calls' stage with both requests counted
+    rollup_services.fold_until_idle(lambda: dt.datetime.now(dt.UTC), seconds=120)
+    body = client.get(
+        f"/api/pipelines/{pipeline.pk}/percentiles/",
+        {"stages": str(spans[0].stage_id), "window": "1h"},
+    ).json()
+    (series,) = body["series"]
+    assert series["stage"]["name"] == plain["stage"]
+    assert series["summary"]["n"] == 2
