@@ -152,18 +152,15 @@ def _screen(
             n[i + 1] = sketch.count
             k[i + 1] = count_above(sketch, thresholds)
         n_sum, k_sum = np.cumsum(n), np.cumsum(k, axis=0)
-        for t in range(window, count + 1):
-            if possible[t]:
-                continue
-            n_w = int(n_sum[t] - n_sum[t - window])
-            for j, q in enumerate(qs):
-                k_w = int(k_sum[t, j] - k_sum[t - window, j])
-                expected = n_w * (1.0 - q)
-                if expected < rule.min_expected_above or k_w <= expected:
-                    continue
-                if binomial_upper_tail(k_w, n_w, 1.0 - q) <= rule.family_alpha:
-                    possible[t] = True
-                    break
+        n_w = n_sum[window:] - n_sum[:-window]
+        k_w = k_sum[window:] - k_sum[:-window]
+        for j, q in enumerate(qs):
+            expected = n_w * (1.0 - q)
+            # Only a count above what no change would give can have a small p-value.
+            tested = (expected >= rule.min_expected_above) & (k_w[:, j] > expected)
+            for i in np.flatnonzero(tested & ~possible[window:]):
+                p_value = binomial_upper_tail(int(k_w[i, j]), int(n_w[i]), 1.0 - q)
+                possible[window + i] |= p_value <= rule.family_alpha
     return possible
 
 
