@@ -40,5 +40,6 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{options['pipeline']} {options['stage']} is {options['factor']:g}x slower until "
             f"{started.until:%H:%M} UTC. Rule “{started.rule}”, baseline n={started.baseline_n}. "
-            "Watch /alerts/: it fires within about 10 minutes and resolves after the incident."
+            "Watch /alerts/: one incident opens within about two minutes and resolves about "
+            "15 minutes after the slowdown ends."
         )
