@@ -158,9 +158,9 @@ def _screen(
             expected = n_w * (1.0 - q)
             # Only a count above what no change would give can have a small p-value.
             tested = (expected >= rule.min_expected_above) & (k_w[:, j] > expected)
-            for i in np.flatnonzero(tested & ~possible[window:]):
-                p_value = binomial_upper_tail(int(k_w[i, j]), int(n_w[i]), 1.0 - q)
-                possible[window + i] |= p_value <= rule.family_alpha
+            for w in np.flatnonzero(tested & ~possible[window:]):
+                p_value = binomial_upper_tail(int(k_w[w, j]), int(n_w[w]), 1.0 - q)
+                possible[window + w] |= p_value <= rule.family_alpha
     return possible
 
 
