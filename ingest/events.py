@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ingest.limits import Converter, Limits, Sizer, cap_attributes
 from ingest.values import pb_size, pb_value
 
-__all__ = ["RawEvent", "SpanEvent", "cap_events", "dropped", "event_limits", "from_protobuf"]
+__all__ = ["RawEvent", "SpanEvent", "cap_events", "event_limits", "from_protobuf"]
 
 
 class SpanEvent(NamedTuple):
@@ -86,20 +86,3 @@ def from_protobuf(
         for event in pb_events
     ]
     return cap_events(raw, sdk_dropped, limits, pb_value, pb_size)
-
-
-class _WithEvents(Protocol):
-    @property
-    def events(self) -> tuple[SpanEvent, ...]: ...
-    @property
-    def dropped_events(self) -> int: ...
-
-
-def dropped(spans: Iterable[_WithEvents]) -> tuple[int, int]:
-    """``(events, event attributes)`` that ``spans`` lack, for the ingest metrics."""
-    events = attributes = 0
-    for span in spans:
-        if span.events or span.dropped_events:
-            events += span.dropped_events
-            attributes += sum(event.dropped_attributes for event in span.events)
-    return events, attributes

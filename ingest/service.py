@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import psycopg
 from django.conf import settings
 
-from ingest import bodies, decoding, events, otlp_json, responses
+from ingest import bodies, decoding, otlp_json, responses
 from ingest import metrics as m
 from ingest.auth import TokenDirectory, TokenGrant, token_from_headers
 from ingest.ratelimit import SpanRateLimiter
@@ -165,9 +165,8 @@ class IngestService:
                 sum(span.dropped_attributes for span in decoded.spans)
             )
             m.SPANS_DUPLICATE.labels(protocol).inc(result.duplicates)
-            dropped_events, dropped_event_attributes = events.dropped(decoded.spans)
-            m.EVENTS_DROPPED.labels(protocol).inc(dropped_events)
-            m.EVENT_ATTRIBUTES_DROPPED.labels(protocol).inc(dropped_event_attributes)
+            m.EVENTS_DROPPED.labels(protocol).inc(result.dropped_events)
+            m.EVENT_ATTRIBUTES_DROPPED.labels(protocol).inc(result.dropped_event_attributes)
         m.SPANS_REJECTED.labels(protocol).inc(decoded.rejected_spans + refused)
         m.BATCH_SPANS.observe(len(decoded.spans) + decoded.rejected_spans)
         messages = [decoded.error_message] if decoded.error_message else []

@@ -50,6 +50,8 @@ class WriteResult:
     duplicates: int
     # Spans of pipelines the team may not have (past its pipeline cap): not stored.
     refused: int = 0
+    dropped_events: int = 0  # that the stored spans lack (limits, or the SDK's count)
+    dropped_event_attributes: int = 0
 
 
 class DatabaseUnavailable(Exception):
@@ -293,11 +295,10 @@ class SpanWriter:
         """Store ``spans`` for ``team_id`` in one transaction; returns once committed."""
         try:
             with self.pool.connection(timeout=self.timeout) as conn:
-                rows, kept = self._rows(conn, team_id, spans)
+                rows, kept, evented = self._rows(conn, team_id, spans)
                 refused = len(spans) - len(kept)
-                batch = _Batch(
-                    team_id, received_at, protocol, rejected + refused, span_events.rows_of(kept)
-                )
+                event_rows = span_events.rows_of(evented)
+                batch = _Batch(team_id, received_at, protocol, rejected + refused, event_rows)
                 try:
                     result = _store(conn, rows, batch)
                 except psycopg.errors.CheckViolation:
@@ -305,7 +306,13 @@ class SpanWriter:
                     # create the missing days and store again.
                     _create_partitions(conn, spans)
                     result = _store(conn, rows, batch)
-                return dataclasses.replace(result, refused=refused)
+                dropped, attributes = span_events.dropped(event_rows)
+                return dataclasses.replace(
+                    result,
+                    refused=refused,
+                    dropped_events=dropped,
+                    dropped_event_attributes=attributes,
+                )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(str(exc)) from exc
         except TimeoutError as exc:  # PoolTimeout is a subclass
@@ -313,9 +320,9 @@ class SpanWriter:
 
     def _rows(
         self, conn: psycopg.Connection, team_id: int, spans: Sequence[DecodedSpan]
-    ) -> tuple[list[bytes], Sequence[DecodedSpan]]:
-        """The COPY rows of ``spans`` and of the stages derived from them, and the spans they
-        are of (all but those refused, with their token bands)."""
+    ) -> tuple[list[bytes], list[DecodedSpan], list[DecodedSpan]]:
+        """The COPY rows of ``spans`` and of the stages derived from them, the spans they are
+        of (all but those refused, with their token bands), and those of them with events."""
         directory = self.directory
         templates = self.templates
         encode = spans_copy.encode_span
@@ -327,6 +334,7 @@ class SpanWriter:
         new_resources: dict[int, span_templates.Resource] = {}
         new_templates: dict[int, span_templates.Template] = {}
         kept: list[DecodedSpan] = []  # within the pipeline cap, with their token bands
+        evented: list[DecodedSpan] = []  # those of them with events (or events dropped)
         looked: dict[
             int, derived_rows.PipelineRules
         ] = {}  # pipelines with spans to derive stages from
@@ -342,7 +350,9 @@ class SpanWriter:
             if resolved is None:  # past the team's pipeline cap
                 continue
             pipeline_id, rules = resolved
-            if span.events or not rules.keys.isdisjoint(span.attributes):
+            if span.events or span.dropped_events or not rules.keys.isdisjoint(span.attributes):
+                if span.events or span.dropped_events:
+                    evented.append(span)
                 looked[pipeline_id] = rules
                 bands = derivation.token_bands(span.attributes) if rules.measures else None
                 if bands:
@@ -396,4 +406,4 @@ class SpanWriter:
             rows.extend(derived_rows.encode(team_id, kept, placed, looked, lookups))
         if new_resources or new_templates:
             templates.store(conn, new_resources, new_templates)
-        return rows, kept
+        return rows, kept, evented

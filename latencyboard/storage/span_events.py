@@ -102,6 +102,13 @@ def rows_of(spans: Iterable[_Decoded]) -> list[EventRow]:
     ]
 
 
+def dropped(rows: Iterable[EventRow]) -> tuple[int, int]:
+    """``(events, event attributes)`` that the spans of ``rows`` lack, for the metrics."""
+    rows = list(rows)
+    events = sum(row.dropped_events for row in rows)
+    return events, sum(event[3] for row in rows for event in row.events)
+
+
 def start_time(start_ns: int) -> dt.datetime:
     """The span table's ``start_time`` of a span starting at ``start_ns`` (microseconds)."""
     return _EPOCH + dt.timedelta(microseconds=start_ns // 1000)
