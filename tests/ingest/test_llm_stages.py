@@ -88,7 +88,8 @@ def _send_vllm(ingest_server, token: str, requests: list[VllmRequest]) -> None:
     tracer = vllm.get_tracer("vllm.v1.engine.output_processor")
     now = time.time_ns()
     for index, request in enumerate(requests):
-        arrival_ns = now - round(request.e2e_s * 1e9) - 10**9
+        # Two minutes back: windows that end at the current minute hold them whole.
+        arrival_ns = now - round(request.e2e_s * 1e9) - 120 * 10**9
         headers: dict[str, str] = {}
         gateway_span = None
         if index % 2:
