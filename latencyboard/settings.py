@@ -54,6 +54,10 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 DATABASE_URL = _required_in_production(
     "DATABASE_URL", f"postgresql://postgres@127.0.0.1:{EMBEDDED_PG_PORT}/latencyboard"
 )
+# The owner role `manage.py migrate` connects as, which then hands the application role
+# (DATABASE_URL's user) every table but the audit log's (latencyboard/storage/roles.py).
+# Empty: DATABASE_URL's role migrates and owns everything, the audit log included.
+DATABASE_MIGRATION_URL = env_str("DATABASE_MIGRATION_URL")
 REDIS_URL = _required_in_production("REDIS_URL", f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0")
 
 try:

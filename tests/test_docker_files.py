@@ -280,12 +280,17 @@ def test_env_example_values_are_production_safe() -> None:
         assert example[name] == "true", name
     assert int(example["SECURE_HSTS_SECONDS"]) >= 31_536_000
 
-    database = urlsplit(example["DATABASE_URL"])
-    assert database.scheme == "postgresql"
-    assert (database.hostname, database.port) == ("postgres", 5432)
-    assert database.username == example["POSTGRES_USER"]
-    assert database.password == example["POSTGRES_PASSWORD"]
-    assert database.path == f"/{example['POSTGRES_DB']}"
+    owner = urlsplit(example["DATABASE_MIGRATION_URL"])
+    app = urlsplit(example["DATABASE_URL"])
+    for database in (owner, app):
+        assert database.scheme == "postgresql"
+        assert (database.hostname, database.port) == ("postgres", 5432)
+        assert database.path == f"/{example['POSTGRES_DB']}"
+    # migrations run as the owner; the application has a role of its own (not the superuser)
+    assert owner.username == example["POSTGRES_USER"]
+    assert owner.password == example["POSTGRES_PASSWORD"]
+    assert app.username != example["POSTGRES_USER"]
+    assert PLACEHOLDER in (app.password or "")
     redis = urlsplit(example["REDIS_URL"])
     assert (redis.scheme, redis.hostname, redis.port) == ("redis", "redis", 6379)
     assert redis.password == example["REDIS_PASSWORD"]

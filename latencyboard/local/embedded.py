@@ -23,6 +23,9 @@ from latencyboard.processes import die_with_parent
 
 # Postgres refuses to run as root; under root the server runs as this system user instead.
 PG_SYSTEM_USER = "pgserver"
+# The role the application connects as: not a superuser, and not the audit log's owner
+# (latencyboard/storage/roles.py); the superuser "postgres" migrates.
+APP_ROLE = "latencyboard_app"
 
 
 def free_port() -> int:
@@ -72,7 +75,13 @@ class EmbeddedPostgres:
 
     @property
     def url(self) -> str:
+        """The superuser's URL (migrations, the test suite's own database setup)."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    @property
+    def app_url(self) -> str:
+        """The application role's URL (the role is created when migrations first run)."""
+        return f"postgresql://{APP_ROLE}@127.0.0.1:{self.port}/{self.database}"
 
     def _run_as(self) -> str | None:
         if os.geteuid() != 0:

@@ -207,7 +207,8 @@ def run(demo: bool, bind: str, history_days: int | None = None) -> int:
                 log_path=log_dir / "postgres.log",
             )
             supervisor.start(postgres)
-            env["DATABASE_URL"] = postgres.url
+            env["DATABASE_MIGRATION_URL"] = postgres.url
+            env["DATABASE_URL"] = postgres.app_url
         if not env.get("REDIS_URL"):
             redis = EmbeddedRedis(
                 var_dir / "redis",

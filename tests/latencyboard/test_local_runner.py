@@ -220,6 +220,21 @@ def test_run_command_serves_login_stores_history_and_demo_spans_and_stops_cleanl
         assert page.status == 200
     # and it serves as production does
     _assert_served_without_debug(f"http://127.0.0.1:{web_port}", runner.var_dir)
+    # and the application connects as a role of its own, which cannot undo the audit log
+    app_url = (
+        f"postgresql://latencyboard_app@127.0.0.1:{runner.ports['EMBEDDED_PG_PORT']}/latencyboard"
+    )
+    assert f"Database    {app_url}" in output
+    with psycopg.connect(app_url, autocommit=True) as conn:
+        superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        assert superuser.fetchone() == (False,)
+        for statement in (
+            "DROP TRIGGER audit_log_no_update_delete ON audits_auditevent",
+            "TRUNCATE audits_auditevent",
+            "DELETE FROM audits_auditevent",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
     # and the demo's live spans reach PostgreSQL, more and more of them
     deadline = time.monotonic() + 60
     counts = [runner.span_count()]
