@@ -227,10 +227,14 @@ def test_ingest_token_issue_and_revoke_in_the_admin_are_recorded(client):
         {"action": "revoke", "_selected_action": [token.pk]},
     )
 
-    # then both are in the team's log
+    # then both are in the team's log, besides the admin's own record of the form it saved
     assert list(
         AuditEvent.objects.filter(team=team).order_by("id").values_list("action", "subject_id")
-    ) == [("ingest_token.created", str(token.pk)), ("ingest_token.revoked", str(token.pk))]
+    ) == [
+        ("ingest_token.created", str(token.pk)),
+        ("admin.added", str(token.pk)),
+        ("ingest_token.revoked", str(token.pk)),
+    ]
 
 
 def test_role_change_in_the_admin_is_recorded(client):
@@ -263,7 +267,9 @@ def test_role_change_in_the_admin_is_recorded(client):
     # then the role changed and the change is in the team's log
     assert response.status_code == 302
     assert list(
-        AuditEvent.objects.filter(team=team).values_list("action", "subject_label", "detail")
+        AuditEvent.objects.filter(team=team)
+        .exclude(action="admin.changed")
+        .values_list("action", "subject_label", "detail")
     ) == [
         (
             "membership.role_changed",
