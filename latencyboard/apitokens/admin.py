@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from latencyboard.apitokens import services
 from latencyboard.apitokens.models import ApiToken
+from latencyboard.audit_trail import act
 from latencyboard.web.admin import IssueOnceAdmin
 
 _FIXED = ["user", "scope", "prefix", "created_at", "last_used_at", "revoked_at"]
@@ -41,5 +42,9 @@ class ApiTokenAdmin(IssueOnceAdmin):
 
     @admin.action(description="Revoke selected API tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        active = list(queryset.filter(revoked_at__isnull=True))
         count = services.revoke_api_tokens(queryset, timezone.now())
+        for token in active:
+            subject = services.audit_subject(token)
+            act(request, "api_token.revoked", subject, {"prefix": token.prefix})
         messages.success(request, f"Revoked {count} API token(s).")

@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
 
 from latencyboard.apitokens.models import DISPLAY_LENGTH, PREFIX, ApiToken, Scope
+from latencyboard.audit_trail import Subject
 from latencyboard.teams import tokens
 
 # last_used_at is a hint for people tidying their tokens, not an audit log: one write a
@@ -33,6 +34,11 @@ def issue_api_token(user: User, name: str, scope: Scope | str) -> IssuedApiToken
         digest=tokens.digest(plaintext),
     )
     return IssuedApiToken(token=token, plaintext=plaintext)
+
+
+def audit_subject(token: ApiToken) -> Subject:
+    """The token as the audit log names it (no team: a token is its user's)."""
+    return Subject("api_token", token.pk, token.name, None)
 
 
 def revoke_api_tokens(queryset: QuerySet[ApiToken], now: datetime) -> int:

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from latencyboard.apitokens import queries, services
 from latencyboard.apitokens.forms import ApiTokenForm
 from latencyboard.apitokens.models import ApiToken
-from latencyboard.audit_trail import Subject, act
+from latencyboard.audit_trail import act
 from latencyboard.web.issued import keep_once, take_once
 
 
@@ -33,7 +33,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
         act(
             request,
             "api_token.created",
-            Subject("api_token", issued.token.pk, issued.token.name, None),
+            services.audit_subject(issued.token),
             {"scope": issued.token.scope, "prefix": issued.token.prefix},
         )
         keep_once(request, "api_token", {"name": issued.token.name, "plaintext": issued.plaintext})
@@ -55,7 +55,7 @@ def revoke(request: HttpRequest, token_id: int) -> HttpResponse:
         act(
             request,
             "api_token.revoked",
-            Subject("api_token", token.pk, token.name, None),
+            services.audit_subject(token),
             {"prefix": token.prefix},
         )
     messages.success(request, f"Revoked “{token.name}”: it no longer opens the API.")

@@ -3,11 +3,16 @@ what, from where, and each changed field before → after (secrets as fingerprin
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 
 from audits.models import AuditEvent
 from latencyboard.alerts.models import Channel
+from latencyboard.apitokens.models import Scope
+from latencyboard.apitokens.services import issue_api_token
+from tests.factories import make_team, make_user
 from tests.latencyboard.alerts.scenes import make_scene
 
 pytestmark = pytest.mark.django_db
@@ -73,4 +78,21 @@ def test_admin_adds_and_deletes_are_recorded_for_django_s_own_models_too(admin_c
         ("admin.added", "auth.group", None),
         ("admin.changed", "auth.group", {"name": {"before": "ops", "after": "on-call"}}),
         ("admin.deleted", "auth.group", None),
+    ]
+
+
+def test_revoking_api_tokens_with_the_admin_action_is_recorded(admin_client):
+    # given an API token of a user
+    issued = issue_api_token(cast(User, make_user(make_team())), "grafana", Scope.READ)
+
+    # when an operator revokes it with the admin list's action
+    admin_client.post(
+        "/admin/apitokens/apitoken/",
+        {"action": "revoke", "_selected_action": [issued.token.pk]},
+        REMOTE_ADDR="198.51.100.24",
+    )
+
+    # then the revocation is in the audit log, as one from the tokens page would be
+    assert list(AuditEvent.objects.values_list("action", "subject_id", "actor_username", "ip")) == [
+        ("api_token.revoked", str(issued.token.pk), "admin", "198.51.100.24")
     ]
