@@ -17,7 +17,14 @@ arrival, and queue, prefill and decode follow each other). An event stage runs f
 ``start_event`` on a span to the first ``end_event`` at or after it on that span or a span
 below it. Only the spans of one export request are searched: an SDK's batch exporter sends a
 trace's spans from one process together as a rule, but an end event whose span arrives in a
-later request is not found, and the stage is not derived.
+later request is not found, and the stage is not derived; nor is one further than
+:data:`MAX_SEARCHED` spans into the search.
+
+Bounds: a derived stage or measure lies within the span it is read from; one that would not
+(a duration longer than the span, an event stamped outside it) is not derived, so that a
+broken or hostile attribute cannot store a row in another day or overflow a column. A
+duration is allowed :data:`SLACK_NS` past the span's end, where float seconds round, and is
+then cut at the end.
 
 **Measures** (:data:`MEASURES`) are figures of a whole LLM request that overlap its stages
 (time to first token spans queue and prefill): they are folded into sketches like stages, but
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple
@@ -46,6 +54,9 @@ INPUT_BAND: Final = "input_tokens.band"
 OUTPUT_BAND: Final = "output_tokens.band"
 BAND_ATTRIBUTES: Final = (INPUT_BAND, OUTPUT_BAND)
 """Token-count bands (powers of two) added to LLM spans: cohort attributes of every pipeline."""
+MAX_SEARCHED: Final = 64
+"""Spans an event stage's end is looked for on: its own and the nearest below it."""
+SLACK_NS: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,15 +237,35 @@ def derive(
     event_rules = [rule for rule in rules if not rule.attribute]
     children: dict[tuple[bytes, bytes], list[int]] | None = None
     for index, span in enumerate(spans):
+        of_span: list[Derived] = []
         if attribute_rules:
-            found.extend(_from_attributes(index, span, attribute_rules))
+            of_span.extend(_from_attributes(index, span, attribute_rules))
         if event_rules and span.events:
             if children is None:
                 children = _children(spans)
-            found.extend(_from_events(index, spans, event_rules, children))
+            of_span.extend(_from_events(index, spans, event_rules, children))
         if measures:
-            found.extend(_measures(index, span))
+            of_span.extend(_measures(index, span))
+        found.extend(_within(span, of_span))
     return found
+
+
+def _within(span: SpanView, found: Iterable[Derived]) -> Iterable[Derived]:
+    """Those of ``found`` that lie in ``span``, an end up to :data:`SLACK_NS` past its end
+    cut at it."""
+    for derived in found:
+        end = derived.end_ns
+        if span.end_ns < end <= span.end_ns + SLACK_NS:
+            end = span.end_ns
+        if span.start_ns <= derived.start_ns <= end <= span.end_ns:
+            yield derived._replace(end_ns=end)
+
+
+def _ns(seconds: float, per_second: int, span: SpanView) -> int | None:
+    """``seconds`` (of ``per_second`` ns) in ns; None when longer than ``span`` allows, so
+    that no huge float is rounded."""
+    ns = seconds * per_second
+    return round(ns) if ns <= span.end_ns - span.start_ns + SLACK_NS else None
 
 
 def _from_attributes(index: int, span: SpanView, rules: Sequence[DerivedRule]) -> list[Derived]:
@@ -242,9 +273,9 @@ def _from_attributes(index: int, span: SpanView, rules: Sequence[DerivedRule]) -
     at = span.start_ns
     for rule in rules:
         seconds = _number(span.attributes, rule.attribute)
-        if seconds is None:
+        duration = None if seconds is None else _ns(seconds, NS_PER_UNIT[rule.unit], span)
+        if duration is None:
             continue
-        duration = round(seconds * NS_PER_UNIT[rule.unit])
         found.append(Derived(index, rule.stage, at, at + duration, rule.source, False))
         at += duration
     return found
@@ -277,13 +308,14 @@ def _from_events(
         start = _first_event(span, rule.start_event, -(2**63))
         if start is None:
             continue
-        # This span first, then the spans below it, breadth first; each span once.
-        queue, seen, end = [index], {index}, None
+        # This span first, then the spans below it, breadth first; each span once, and no
+        # more than MAX_SEARCHED of them (a request may hold a chain of thousands).
+        queue, seen, end = deque([index]), {index}, None
         while queue and end is None:
-            current = queue.pop(0)
+            current = queue.popleft()
             end = _first_event(spans[current], rule.end_event, start)
             for child in children.get((span.trace_id, spans[current].span_id), ()):
-                if child not in seen:
+                if child not in seen and len(seen) < MAX_SEARCHED:
                     seen.add(child)
                     queue.append(child)
         if end is not None:
@@ -296,15 +328,17 @@ def _measures(index: int, span: SpanView) -> list[Derived]:
     source = next((s for s in _TTFT_SOURCES if _number(attributes, s.attribute) is not None), None)
     if source is None:
         return []
-    ttft = round(_number(attributes, source.attribute) * 10**9)  # type: ignore[operator]
+    ttft = _ns(_number(attributes, source.attribute), 10**9, span)  # type: ignore[arg-type]
+    if ttft is None:
+        return []
     first_token = span.start_ns + ttft
     found = [
         Derived(index, TIME_TO_FIRST_TOKEN, span.start_ns, first_token, source.definition, True)
     ]
     output = _first(attributes, _OUTPUT_TOKENS)
     decode_s = _number(attributes, _SERVER_DECODE) if source.server else None
-    decode = round(decode_s * 10**9) if decode_s is not None else span.end_ns - first_token
-    if output is not None and output >= 2 and decode >= 0:
+    decode = _ns(decode_s, 10**9, span) if decode_s is not None else span.end_ns - first_token
+    if output is not None and output >= 2 and decode is not None and decode >= 0:
         per_token = round(decode / (output - 1))
         found.append(
             Derived(

@@ -292,9 +292,11 @@ def test_triton_requests_show_queue_and_compute_phases(ingest_server, client):
 
 
 def test_a_retried_vllm_export_stores_its_derived_stages_once(ingest_server):
-    # given one vLLM request's export, as protobuf
+    # given one vLLM request's export, as protobuf (a span of 0.4 s, its stages within)
     tenant = make_team_with_token()
-    span = SpanSpec(name="llm_request", kind=PbSpan.SPAN_KIND_SERVER).build()
+    span = SpanSpec(
+        name="llm_request", kind=PbSpan.SPAN_KIND_SERVER, duration_ns=400_000_000
+    ).build()
     for key, seconds in (
         ("gen_ai.latency.time_in_queue", 0.01),
         ("gen_ai.latency.time_in_model_prefill", 0.02),
