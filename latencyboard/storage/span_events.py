@@ -28,6 +28,8 @@ from latencyboard.storage.span_templates import json_list_bytes
 from latencyboard.storage.tables import SPAN_EVENTS
 
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+MAX_DROPPED: Final = 2**31 - 1
+"""The ``dropped_events`` column's largest value (int4); OTLP's count is a uint32."""
 _INSERT: Final = f"""
 INSERT INTO {SPAN_EVENTS} (team_id, trace_id, span_id, start_time, dropped_events, events)
 SELECT %s, * FROM unnest(%s::uuid[], %s::int8[], %s::timestamptz[], %s::int4[], %s::jsonb[])
@@ -94,9 +96,16 @@ class _Decoded(Protocol):
 
 
 def rows_of(spans: Iterable[_Decoded]) -> list[EventRow]:
-    """The event rows of decoded spans: of those that have events or dropped some."""
+    """The event rows of decoded spans: of those that have events or dropped some (how many,
+    up to :data:`MAX_DROPPED`)."""
     return [
-        EventRow(span.trace_id, span.span_id, span.start_ns, span.dropped_events, span.events)
+        EventRow(
+            span.trace_id,
+            span.span_id,
+            span.start_ns,
+            min(span.dropped_events, MAX_DROPPED),
+            span.events,
+        )
         for span in spans
         if span.events or span.dropped_events
     ]

@@ -4,11 +4,13 @@ stored once, a derived stage never leaves its span, and nothing answers 500."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
 from latencyboard.spans.models import Span
+from latencyboard.storage import span_events
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import SpanSpec, export_request, post
 
@@ -67,3 +69,20 @@ def test_a_start_event_before_its_span_is_no_stage_and_the_spans_are_stored(inge
     # then both are stored, and no queue stage reaching back to 1970
     assert reply.status == 200, reply.body
     assert _names(tenant.team.id) == ["compute", "resnet50"]
+
+
+def test_a_huge_dropped_events_count_is_stored_and_read_back(ingest_server):
+    # given a span whose SDK says it dropped 3,000,000,000 events (uint32 allows it)
+    tenant = make_team_with_token()
+    span = SpanSpec(name="chatty").build()
+    span.dropped_events_count = 3_000_000_000
+    request = export_request(service="chatty")
+    request.resource_spans[0].scope_spans[0].spans.append(span)
+
+    # when it is exported
+    reply = post(ingest_server.traces_url, request.SerializeToString(), _headers(tenant.token))
+
+    # then it is stored, and its events read back with the count at the column's largest
+    assert reply.status == 200, reply.body
+    (stored,) = span_events.trace_events([tenant.team.id], uuid.UUID(bytes=span.trace_id)).values()
+    assert stored.dropped_events == 2**31 - 1
