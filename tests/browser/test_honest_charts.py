@@ -60,6 +60,14 @@ def test_thin_points_are_hollow_with_the_reason_on_hover(page, live_web, demo): 
     )
     assert chart.get_attribute("data-thin-points") == "0"
 
+    # and over 7 days, of which only the last day has data, the chart says since when
+    page.click("#window-picker button[data-window='7d']")
+    page.wait_for_function(
+        "document.getElementById('chart-percentiles').dataset.dataSince !== undefined"
+        " && document.getElementById('chart-percentiles').dataset.dataSince !== ''"
+    )
+    assert "data since" in page.inner_text("#chart-percentiles")
+
 
 def test_pipeline_page_has_the_slo_line_and_requests_and_errors_on_the_same_axis(
     page,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
+from latencyboard.alerts.models import Incident
 from latencyboard.dashboards import deployments, queries, ranking
 from latencyboard.dashboards.deployments import GAP, Marker, Segment, Sighting
 from latencyboard.dashboards.overview_queries import WINDOWS, overview
@@ -363,6 +365,35 @@ def test_pipeline_page_for_a_member(client, seeded):
     assert 'id="chart-percentiles"' in body
     assert "/static/vendor/plotly-basic.min.js" in body
     assert "model_forward" in body  # in the page's config
+
+
+@pytest.mark.django_db
+def test_pipeline_page_gives_its_charts_the_pipelines_recent_incidents(client, seeded):
+    # given an open incident of fraud-scorer, one resolved 100 days ago, and one of another
+    # pipeline
+    fraud, quiet = seeded["fraud"][0], seeded["quiet"]
+    now = timezone.now()
+    opened = now - dt.timedelta(hours=2)
+    Incident.objects.create(pipeline=fraud, status="firing", title="p99 up", opened_at=opened)
+    old = now - dt.timedelta(days=100)
+    Incident.objects.create(
+        pipeline=fraud, status="resolved", title="old", opened_at=old, resolved_at=old
+    )
+    Incident.objects.create(pipeline=quiet, status="firing", title="elsewhere", opened_at=opened)
+    client.force_login(seeded["member"])
+
+    response = client.get(f"/pipelines/{fraud.pk}/")
+
+    # then the page's config lists the open one, for the bands on its time charts
+    config = json.loads(
+        response.content.decode()
+        .split('id="pipeline-config" type="application/json">')[1]
+        .split("</script>")[0]
+    )
+    assert config["incidents"] == [
+        {"title": "p99 up", "openedAt": opened.isoformat(), "resolvedAt": None}
+    ]
+    assert config["thinBelow"] == 10
 
 
 @pytest.mark.django_db

@@ -170,3 +170,16 @@ def test_the_demo_incident_does_not_flip_the_class():
     assert during.classification.bottleneck == Bottleneck.FEATURE
     assert whole.classification.bottleneck == Bottleneck.FEATURE
     assert (before.change, during.change, whole.change) == (None, None, None)
+
+
+def test_the_bottleneck_window_ends_where_asked_not_at_the_end_of_its_hour():
+    # given an hour of requests, 50 a minute
+    pipeline, stage_ids = fraud_scorer()
+    write_minutes(pipeline, stage_ids, per_minute=50, minutes=60, seed=5)
+
+    # when the class of its first ten minutes is asked for, in hour steps
+    found = bottlenecks([pipeline], T0, T0 + 10 * MINUTE, 60 * MINUTE)[pipeline.pk]
+
+    # then those ten minutes' 500 requests are read, not the whole hour's 3,000
+    assert (found.start, found.end) == (T0, T0 + 10 * MINUTE)
+    assert found.classification.requests == 500
