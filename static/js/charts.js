@@ -160,6 +160,24 @@
     };
   }
 
+  /** When data starts well after a window does (more than a tenth of it later), a shade over
+   * the empty part and "data since …": most of the chart is blank, and it says why. Null
+   * otherwise. Times in ms since the epoch. */
+  function dataSince(first, start, end) {
+    if (first === null || (first - start) / (end - start) < 0.1) return null;
+    return {
+      at: utc(first),
+      shape: {
+        type: "rect", xref: "x", yref: "paper", x0: utc(start), x1: utc(first), y0: 0, y1: 1,
+        fillcolor: "rgba(91, 100, 117, 0.06)", line: { width: 0 }, layer: "below",
+      },
+      annotation: {
+        x: utc(first), xref: "x", xanchor: "right", y: 0.5, yref: "paper", showarrow: false,
+        text: `no data before · data since ${formatTime(first)}`, font: { size: 12, color: MUTED },
+      },
+    };
+  }
+
   /** Replace a chart's content with a short message (no data, an error). */
   function message(element, text) {
     if (window.Plotly) Plotly.purge(element);
@@ -282,6 +300,6 @@
     PALETTE, INK, MUTED, GRID, DEPLOY,
     formatMs, formatCount, formatShare, formatTime, utc, tickMs, niceStep, latencyAxis, stageColors, axisTitle,
     layout, config, withoutLinks,
-    deploymentDecorations, message, draw, drawKeepingView, resetZoom, linkPoints, getJson,
+    deploymentDecorations, dataSince, message, draw, drawKeepingView, resetZoom, linkPoints, getJson,
   };
 })();

@@ -130,6 +130,9 @@
       });
     }
     const maintenance = maintenanceDecorations(series);
+    const since = C.dataSince(counted.length ? Date.parse(counted[0].start) : null,
+      Date.parse(xRange[0]), Date.parse(xRange[1]));
+    element.dataset.dataSince = since ? since.at : "";
     const budgetValues = budget.map((p) => p.remaining_percent).filter((v) => v !== null);
     return C.draw(element, traces, C.layout({
       hovermode: "x unified",
@@ -147,8 +150,8 @@
           title: C.axisTitle("error budget left", "%"),
         },
       } : {}),
-      shapes: maintenance.shapes,
-      annotations: [...annotations, ...maintenance.annotations],
+      shapes: [...maintenance.shapes, ...(since ? [since.shape] : [])],
+      annotations: [...annotations, ...maintenance.annotations, ...(since ? [since.annotation] : [])],
     }), name);
   }
 

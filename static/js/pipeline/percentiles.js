@@ -154,27 +154,10 @@
     }));
   }
 
-  /** Where a long window's data starts, when it starts well after the window does: most of
-   * the chart would be blank without saying why. */
+  /** Where a long window's data starts, when it starts well after the window does. */
   function dataSince() {
     const firsts = body.series.flatMap((s) => s.points.filter((p) => p.n > 0).slice(0, 1).map((p) => Date.parse(p.t)));
-    if (!firsts.length) return null;
-    const first = Math.min(...firsts);
-    const start = Date.parse(page.range.start);
-    const end = Date.parse(page.range.now);
-    if ((first - start) / (end - start) < 0.1) return null;
-    const at = C.utc(first);
-    return {
-      at,
-      shape: {
-        type: "rect", xref: "x", yref: "paper", x0: C.utc(start), x1: at, y0: 0, y1: 1,
-        fillcolor: "rgba(91, 100, 117, 0.06)", line: { width: 0 }, layer: "below",
-      },
-      annotation: {
-        x: at, xref: "x", xanchor: "right", y: 0.5, yref: "paper", showarrow: false,
-        text: `no data before · data since ${C.formatTime(at)}`, font: { size: 12, color: C.MUTED },
-      },
-    };
+    return C.dataSince(firsts.length ? Math.min(...firsts) : null, Date.parse(page.range.start), Date.parse(page.range.now));
   }
 
   function drawDeploymentList() {
