@@ -68,6 +68,7 @@ def test_every_chart_of_a_pipeline_without_data_says_why(page, live_web):
         "chart-percentiles": "No spans in this window: nothing was received from this pipeline "
         "between its start and now. Pick a longer window, or check that the service sends "
         "traces.",
+        "chart-red": "No requests in this window.",
         "chart-breakdown": "No requests with a complete stage breakdown in this window. Stage "
         "shares are computed 2 minutes after a minute ends, from requests whose root span and "
         "stage spans were all received.",
@@ -140,6 +141,7 @@ def test_the_first_minute_of_traffic_is_drawn_and_the_budget_agrees(page, live_w
     assert [(name, kind) for name, kind, _ in sla] == [
         ("attainment per step", "lines+markers"),
         ("error budget left this period", "lines+markers"),
+        ("objective: 99% within 200 ms", "lines"),
     ]
     # and the budget's header and its points (one per 5 minutes since the first request)
     # agree: one slow request of three where 1% may be
