@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from importlib.metadata import version
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
@@ -30,6 +31,7 @@ from latencyboard.teams.models import Team
 logger = logging.getLogger(__name__)
 
 KEY_NAME = "reports"
+PENDING = (ReportStatus.QUEUED, ReportStatus.RUNNING)
 CONTENT_TYPES = {
     ".csv": "text/csv; charset=utf-8",
     ".json": "application/json",
@@ -45,6 +47,16 @@ def report_subject(report: Report) -> Subject:
     return Subject("report", report.pk, f"{report.year} Q{report.quarter}", report.team_id)
 
 
+class ReportsPending(Exception):
+    """The team has as many reports queued or building as it may have at once."""
+
+    def __init__(self, pending: int) -> None:
+        super().__init__(
+            f"This team has {pending} reports queued or being built; "
+            "request another when one of them is done."
+        )
+
+
 def request_report(
     request: HttpRequest | None,
     team: Team,
@@ -56,7 +68,8 @@ def request_report(
 ) -> Report:
     """Queue a report of ``team``'s ``pipelines`` (None: all of them) for a quarter that has
     begun; the ``reports`` worker builds it after this transaction commits. The caller has
-    checked ``requested_by`` may (an auditor or admin of ``team``)."""
+    checked ``requested_by`` may (an auditor or admin of ``team``). Refuses with
+    :class:`ReportsPending` while the team has ``AUDIT_MAX_PENDING_REPORTS`` waiting."""
     if periods.quarter(year, quarter).start > now:
         raise ValidationError({"quarter": "That quarter has not begun."})
     if pipelines is None:
@@ -64,6 +77,11 @@ def request_report(
     if any(p.team_id != team.pk for p in pipelines):
         raise ValidationError({"pipelines": "Not a pipeline of this team."})
     with transaction.atomic():
+        # The team's row serialises concurrent requests, so the count cannot be raced past.
+        list(Team.objects.select_for_update().filter(pk=team.pk).values_list("pk"))
+        pending = Report.objects.filter(team=team, status__in=PENDING).count()
+        if pending >= settings.AUDIT_MAX_PENDING_REPORTS:
+            raise ReportsPending(pending)
         report = Report.objects.create(
             team=team,
             year=year,

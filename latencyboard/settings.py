@@ -368,6 +368,9 @@ CELERY_BEAT_SCHEDULE = {
 # ----- Alerts ------------------------------------------------------------------------------------
 # Baselines merge this many trailing days of hourly rollups; below the minimum count a stage's
 # baseline is "not ready" and raises no regression alert (100 values above its p99).
+# Reports one team may have queued or building at once: a script requesting in a loop must not
+# hold the reports worker from every other team.
+AUDIT_MAX_PENDING_REPORTS = env_int("AUDIT_MAX_PENDING_REPORTS", 4, minimum=1, maximum=100)
 ALERT_BASELINE_DAYS = env_int("ALERT_BASELINE_DAYS", 7, minimum=1, maximum=90)
 ALERT_BASELINE_MIN_COUNT = env_int("ALERT_BASELINE_MIN_COUNT", 10_000, minimum=100)
 # An open alert resolves after this many clean evaluations (minutes) in a row.

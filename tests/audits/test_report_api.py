@@ -194,3 +194,25 @@ def test_extreme_values_get_4xx_never_a_server_error():
     # then each answer is a plain 4xx, or an empty page
     assert (nul.status_code, huge.status_code, far.status_code) == (404, 400, 200)
     assert far.json()["results"] == []
+
+
+def test_a_team_may_have_a_few_reports_waiting_and_no_more(settings):
+    # given a team allowed two waiting reports, with two queued (no worker is building them)
+    settings.AUDIT_MAX_PENDING_REPORTS = 2
+    team = _team()
+    script, _ = _script(team)
+    asked = {"team": team.pk, "year": 2026, "quarter": 3}
+    first = script.post("/api/audit-reports/", asked, content_type="application/json")
+    second = script.post("/api/audit-reports/", asked, content_type="application/json")
+
+    # when a script asks for a third, and again once one of the two has finished
+    third = script.post("/api/audit-reports/", asked, content_type="application/json")
+    Report.objects.filter(pk=first.json()["id"]).update(status="done")
+    fourth = script.post("/api/audit-reports/", asked, content_type="application/json")
+
+    # then the third is told to come back when one is done, and stored nothing
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert third.status_code == 429
+    assert "2 reports queued or being built" in third.json()["detail"]
+    assert fourth.status_code == 201
+    assert Report.objects.filter(team=team).count() == 3
