@@ -67,27 +67,40 @@ class _Batch:
     events: list[span_events.EventRow]  # of the spans that have any
 
 
-def _store(conn: psycopg.Connection, rows: list[bytes], batch: _Batch) -> WriteResult:
+def _store(conn: psycopg.Connection, rows: list[bytes], spans: int, batch: _Batch) -> WriteResult:
     """COPY straight into the span table; a request seen before takes the idempotent path.
 
     Nearly every request is new, so the cheap path is a plain COPY. A span already stored
     makes that COPY fail with a unique violation and roll back; the rows then go through the
     staging table and ``INSERT … ON CONFLICT DO NOTHING``, which stores only the new ones.
+    ``rows[:spans]`` are the request's spans, the rest derived from them: only spans are
+    counted stored or duplicate.
     """
     try:
-        return _copy(conn, rows, batch, direct=True)
+        return _copy(conn, rows, spans, batch, direct=True)
     except psycopg.errors.UniqueViolation:
-        return _copy(conn, rows, batch, direct=False)
+        return _copy(conn, rows, spans, batch, direct=False)
 
 
 def _copy(
-    conn: psycopg.Connection, rows: list[bytes], batch: _Batch, *, direct: bool
+    conn: psycopg.Connection, rows: list[bytes], spans: int, batch: _Batch, *, direct: bool
 ) -> WriteResult:
     with conn.transaction(), conn.cursor() as cursor:
         batch_id = span_batches.next_batch_id(cursor)
-        data = spans_copy.stream(spans_copy.prefix(batch_id), rows)
-        span_batches.copy_spans(cursor, (data,), staged=not direct)
-        stored = len(rows) if direct else span_batches.move_staged(cursor)
+        prefix = spans_copy.prefix(batch_id)
+        if direct:
+            span_batches.copy_spans(cursor, (spans_copy.stream(prefix, rows),), staged=False)
+            stored = spans
+        else:
+            staged = (spans_copy.stream(prefix, rows[:spans]),)
+            span_batches.copy_spans(cursor, staged, staged=True)
+            stored = span_batches.move_staged(cursor)
+            if len(rows) > spans:
+                # The derived rows, counted apart (the staged spans, stored by now, are
+                # left as they are).
+                derived = (spans_copy.stream(prefix, rows[spans:]),)
+                span_batches.copy_spans(cursor, derived, staged=True)
+                span_batches.move_staged(cursor)
         span_events.insert(cursor, batch.team_id, batch.events)
         span_batches.insert_batch(
             cursor,
@@ -96,10 +109,10 @@ def _copy(
             received_at=batch.received_at,
             protocol=batch.protocol,
             stored=stored,
-            duplicates=len(rows) - stored,
+            duplicates=spans - stored,
             rejected=batch.rejected,
         )
-    return WriteResult(batch_id=batch_id, stored=stored, duplicates=len(rows) - stored)
+    return WriteResult(batch_id=batch_id, stored=stored, duplicates=spans - stored)
 
 
 def _create_partitions(conn: psycopg.Connection, spans: Sequence[DecodedSpan]) -> None:
@@ -300,12 +313,12 @@ class SpanWriter:
                 event_rows = span_events.rows_of(evented)
                 batch = _Batch(team_id, received_at, protocol, rejected + refused, event_rows)
                 try:
-                    result = _store(conn, rows, batch)
+                    result = _store(conn, rows, len(kept), batch)
                 except psycopg.errors.CheckViolation:
                     # No partition for some day of these spans (a replay, or late spans):
                     # create the missing days and store again.
                     _create_partitions(conn, spans)
-                    result = _store(conn, rows, batch)
+                    result = _store(conn, rows, len(kept), batch)
                 dropped, attributes = span_events.dropped(event_rows)
                 return dataclasses.replace(
                     result,

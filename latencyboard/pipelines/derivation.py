@@ -251,13 +251,15 @@ def derive(
 
 
 def _within(span: SpanView, found: Iterable[Derived]) -> Iterable[Derived]:
-    """Those of ``found`` that lie in ``span``, an end up to :data:`SLACK_NS` past its end
-    cut at it."""
+    """The first of ``found`` of each stage that lies in ``span`` (two rules for one stage
+    would give two rows of one span id), an end up to :data:`SLACK_NS` past its end cut."""
+    stages = set()
     for derived in found:
         end = derived.end_ns
         if span.end_ns < end <= span.end_ns + SLACK_NS:
             end = span.end_ns
-        if span.start_ns <= derived.start_ns <= end <= span.end_ns:
+        if derived.stage not in stages and span.start_ns <= derived.start_ns <= end <= span.end_ns:
+            stages.add(derived.stage)
             yield derived._replace(end_ns=end)
 
 
@@ -269,12 +271,12 @@ def _ns(seconds: float, per_second: int, span: SpanView) -> int | None:
 
 
 def _from_attributes(index: int, span: SpanView, rules: Sequence[DerivedRule]) -> list[Derived]:
-    found = []
+    found: list[Derived] = []
     at = span.start_ns
     for rule in rules:
         seconds = _number(span.attributes, rule.attribute)
         duration = None if seconds is None else _ns(seconds, NS_PER_UNIT[rule.unit], span)
-        if duration is None:
+        if duration is None or any(d.stage == rule.stage for d in found):
             continue
         found.append(Derived(index, rule.stage, at, at + duration, rule.source, False))
         at += duration
