@@ -38,6 +38,7 @@ ON CONFLICT DO NOTHING
 _TRACE: Final = f"""
 SELECT span_id, start_time, dropped_events, events FROM {SPAN_EVENTS}
 WHERE team_id = ANY(%(teams)s) AND trace_id = %(trace)s
+  AND (%(spans)s::int8[] IS NULL OR span_id = ANY(%(spans)s::int8[]))
 """  # noqa: S608 - a constant table name, no input
 _BYTES: Final = f"SELECT coalesce(sum(pg_column_size(e.*)), 0) FROM {SPAN_EVENTS} e"  # noqa: S608
 
@@ -162,12 +163,16 @@ def _read(rows: Iterable[tuple[Any, ...]]) -> dict[int, SpanEvents]:
     return found
 
 
-def trace_events(team_ids: Sequence[int], trace_id: uuid.UUID) -> dict[int, SpanEvents]:
-    """The events of the trace's spans stored for ``team_ids``, by span id (the signed
-    ``bigint`` the span table keeps); spans without events are absent. An event's time is
-    its span's stored start (microseconds) plus its exact offset."""
+def trace_events(
+    team_ids: Sequence[int], trace_id: uuid.UUID, span_ids: Sequence[int] | None = None
+) -> dict[int, SpanEvents]:
+    """The events of the trace's spans stored for ``team_ids`` (of those in ``span_ids``
+    only, when given: a trace read capped), by span id (the signed ``bigint`` the span table
+    keeps); spans without events are absent. An event's time is its span's stored start
+    (microseconds) plus its exact offset."""
+    spans = None if span_ids is None else list(span_ids)
     with connection.cursor() as cursor:
-        cursor.execute(_TRACE, {"teams": list(team_ids), "trace": trace_id})
+        cursor.execute(_TRACE, {"teams": list(team_ids), "trace": trace_id, "spans": spans})
         return _read(cursor.fetchall())
 
 

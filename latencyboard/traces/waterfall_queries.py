@@ -91,7 +91,9 @@ def trace_waterfall(user: User | AnonymousUser, trace_id: uuid.UUID) -> TraceWat
     if not rows:
         raise TraceNotFound(trace_id)
     pipelines = Pipeline.objects.in_bulk({row[4] for row in rows})
-    events = span_events.trace_events(team_ids, trace_id)
+    events = span_events.trace_events(
+        team_ids, trace_id, [row[0] for row in rows[:MAX_TRACE_SPANS]]
+    )
     no_events = span_events.SpanEvents((), 0)
     measures: dict[int, list[TraceMeasure]] = {}
     spans = []

@@ -12,7 +12,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from latencyboard.spans.models import Span
 from latencyboard.storage import span_events
 from tests.factories import make_team_with_token
-from tests.ingest.otlp import SpanSpec, export_request, post
+from tests.ingest.otlp import SpanSpec, export_request, post, signed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,3 +86,24 @@ def test_a_huge_dropped_events_count_is_stored_and_read_back(ingest_server):
     assert reply.status == 200, reply.body
     (stored,) = span_events.trace_events([tenant.team.id], uuid.UUID(bytes=span.trace_id)).values()
     assert stored.dropped_events == 2**31 - 1
+
+
+def test_a_capped_trace_read_reads_the_events_of_its_spans_only(ingest_server):
+    # given a trace of two spans with an event each
+    tenant = make_team_with_token()
+    first, second = SpanSpec(name="a").build(), SpanSpec(name="b").build()
+    second.trace_id = first.trace_id
+    for span in (first, second):
+        span.events.add(time_unix_nano=span.start_time_unix_nano, name="cache.miss")
+    request = export_request(service="cache")
+    request.resource_spans[0].scope_spans[0].spans.extend([first, second])
+    reply = post(ingest_server.traces_url, request.SerializeToString(), _headers(tenant.token))
+    assert reply.status == 200, reply.body
+
+    # when the events of the first span only are read (a trace read past its span cap)
+    found = span_events.trace_events(
+        [tenant.team.id], uuid.UUID(bytes=first.trace_id), [signed(first.span_id)]
+    )
+
+    # then the second span's events are not read
+    assert list(found) == [signed(first.span_id)]
