@@ -118,7 +118,10 @@ class OtlpHttpApp:
         self.service = service
         self.executor = executor
         capacity = service.max_inflight_bytes
-        self.in_flight = Shares(capacity, share_of(capacity, service.team_share_percent))
+        # A team's share always admits one body of the largest size a request may have, or a
+        # small in-flight budget would refuse every large export of a team that sends nothing else.
+        share = max(share_of(capacity, service.team_share_percent), service.max_body_bytes)
+        self.in_flight = Shares(capacity, min(share, capacity))
         self.pace = Pace(service.body_timeout_seconds, service.min_body_bytes_per_second)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -128,11 +128,12 @@ def test_uploads_that_declare_huge_bodies_and_send_none_hold_nothing(fairness_se
 def test_a_team_past_its_share_of_bytes_in_flight_is_told_to_wait_and_others_are_not(
     fairness_server, connect
 ):
-    # given team B holds 2.5 MiB of its 3 MiB share in an unfinished upload
+    # given team B holds 3.5 MiB of its 4 MiB share (half the 6 MiB in flight, but never less
+    # than one 4 MiB body) in an unfinished upload
     team_a, team_b = make_team_with_token("a"), make_team_with_token("b")
     held = connect()
     _start_upload(held, MAX_BODY_BYTES, team_b.token)
-    held.sendall(b"\x00" * (5 * MIB // 2))
+    held.sendall(b"\x00" * (7 * MIB // 2))
     time.sleep(0.5)  # let the listener read it
 
     # when team B sends another 1 MiB export, and team A one too
