@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Test processes: each starts its own PostgreSQL and Redis, so they share nothing.
+TEST_PROCESSES ?= 2
 
 .PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-capacity bench-retention bench-fairness clean
 
@@ -18,7 +20,7 @@ test: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_PROCESSES) $(ARGS)
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
