@@ -35,13 +35,19 @@ class Lookups(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class PipelineRules:
     """How a pipeline's spans are put in stages: mapping rules and cap, derived stage rules,
-    and the attributes that make a span worth a derivation look."""
+    and the attributes and event names that make a span worth a derivation look."""
 
     mapping: list[mapping.CompiledRule]
     cap: int
     derived: tuple[derivation.DerivedRule, ...]
     keys: frozenset[str]
     measures: bool
+    starts: frozenset[str] = frozenset()  # start events of its event rules
+
+    def by_events(self, span: DecodedSpan) -> bool:
+        """Whether ``span`` has an event some rule starts a stage at."""
+        starts = self.starts
+        return bool(starts) and any(event.name in starts for event in span.events)
 
     @classmethod
     def of(cls, stored: pipelines.StageRules, default_cap: int) -> PipelineRules:
@@ -54,6 +60,7 @@ class PipelineRules:
             derived,
             keys | derivation.TRIGGERS if stored.presets else keys,
             stored.presets,
+            frozenset(rule.start_event for rule in derived if not rule.attribute),
         )
 
 
@@ -72,25 +79,21 @@ def _view(span: DecodedSpan) -> derivation.SpanView:
 def encode(
     team_id: int,
     spans: Sequence[DecodedSpan],
-    placed: Sequence[tuple[int, int]],
-    looked: Mapping[int, PipelineRules],
+    looked: Mapping[int, tuple[PipelineRules, Sequence[int]]],
+    resource_of: Callable[[DecodedSpan], int],
     lookups: Lookups,
 ) -> list[bytes]:
-    """The rows derived from the spans of the pipelines in ``looked`` (whose rules are
-    ``looked[pipeline].derived`` and ``.measures``); ``placed[i]`` is span i's pipeline and
-    resource."""
+    """The rows derived from ``spans``: for each pipeline in ``looked``, from the spans at
+    the indexes given, with its rules; ``resource_of`` gives a span's resource id."""
     rows = []
-    for pipeline_id, rules in looked.items():
-        indexes = [i for i, (pipeline, _) in enumerate(placed) if pipeline == pipeline_id]
+    for pipeline_id, (rules, indexes) in looked.items():
         views = [_view(spans[i]) for i in indexes]
         for found in derivation.derive(views, rules.derived, rules.measures):
             parent = spans[indexes[found.anchor]]
             attributes = {k: v for k, v in parent.attributes.items() if k not in _LEFT_OUT}
             flag = derivation.MEASURE_ATTRIBUTE if found.measure else derivation.DERIVED_ATTRIBUTE
             attributes[flag] = found.source
-            template_id, own = lookups.template(
-                placed[indexes[found.anchor]][1], found.stage, attributes
-            )
+            template_id, own = lookups.template(resource_of(parent), found.stage, attributes)
             rows.append(
                 spans_copy.encode_span(
                     team_id,

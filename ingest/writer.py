@@ -266,6 +266,22 @@ class _TemplateDirectory:
                 )
 
 
+def _with_all_spans(
+    looked: dict[int, tuple[derived_rows.PipelineRules, list[int]]],
+    pipelines: set[int],
+    kept: Sequence[DecodedSpan],
+    pipeline_ids: Mapping[tuple[str, str], tuple[int, derived_rows.PipelineRules] | None],
+) -> None:
+    """Give ``pipelines`` all their spans of ``kept`` to derive from (an event stage's end
+    may be on any span below its start)."""
+    for pipeline_id in pipelines:
+        looked[pipeline_id][1].clear()
+    for index, span in enumerate(kept):
+        resolved = pipeline_ids[(span.service_name, span.environment)]
+        if resolved is not None and resolved[0] in pipelines:
+            looked[resolved[0]][1].append(index)
+
+
 class SpanWriter:
     """Writes export requests to PostgreSQL through a small connection pool."""
 
@@ -348,9 +364,10 @@ class SpanWriter:
         new_templates: dict[int, span_templates.Template] = {}
         kept: list[DecodedSpan] = []  # within the pipeline cap, with their token bands
         evented: list[DecodedSpan] = []  # those of them with events (or events dropped)
-        looked: dict[
-            int, derived_rows.PipelineRules
-        ] = {}  # pipelines with spans to derive stages from
+        # Pipelines with spans to derive stages from: their rules and those spans' indexes
+        # in kept; those with a start event, whose end may be on any span below.
+        looked: dict[int, tuple[derived_rows.PipelineRules, list[int]]] = {}
+        by_events: set[int] = set()
         for span in spans:
             key = (span.service_name, span.environment)
             if key in pipeline_ids:
@@ -363,10 +380,15 @@ class SpanWriter:
             if resolved is None:  # past the team's pipeline cap
                 continue
             pipeline_id, rules = resolved
-            if span.events or span.dropped_events or not rules.keys.isdisjoint(span.attributes):
-                if span.events or span.dropped_events:
-                    evented.append(span)
-                looked[pipeline_id] = rules
+            if span.events or span.dropped_events:
+                evented.append(span)
+                if rules.by_events(span):
+                    looked.setdefault(pipeline_id, (rules, []))[1].append(len(kept))
+                    by_events.add(pipeline_id)
+            if not rules.keys.isdisjoint(span.attributes):
+                indexes = looked.setdefault(pipeline_id, (rules, []))[1]
+                if not indexes or indexes[-1] != len(kept):
+                    indexes.append(len(kept))
                 bands = derivation.token_bands(span.attributes) if rules.measures else None
                 if bands:
                     span = span._replace(attributes={**span.attributes, **bands})
@@ -406,17 +428,20 @@ class SpanWriter:
         if looked:
 
             def stage_of(pipeline_id: int, name: str, definition: str) -> int:
-                return directory.stage(conn, pipeline_id, name, looked[pipeline_id].cap, definition)
+                cap = looked[pipeline_id][0].cap
+                return directory.stage(conn, pipeline_id, name, cap, definition)
 
             def template_of(resource_id: int, name: str, attributes: dict[str, object]) -> Split:
                 return templates.template(resource_id, name, attributes, new_templates)
 
-            placed = [
-                (pipeline_ids[(s.service_name, s.environment)][0], resource_ids[id(s.resource)])  # type: ignore[index]
-                for s in kept
-            ]
+            if by_events:
+                _with_all_spans(looked, by_events, kept, pipeline_ids)
             lookups = derived_rows.Lookups(stage_of, template_of)
-            rows.extend(derived_rows.encode(team_id, kept, placed, looked, lookups))
+            rows.extend(
+                derived_rows.encode(
+                    team_id, kept, looked, lambda s: resource_ids[id(s.resource)], lookups
+                )
+            )
         if new_resources or new_templates:
             templates.store(conn, new_resources, new_templates)
         return rows, kept, evented
