@@ -136,6 +136,8 @@ class _PipelineDirectory:
         self._pipelines: dict[tuple[int, str, str], int] = {}
         self._stages: dict[int, dict[str, int]] = {}
         self._rules: dict[int, tuple[float, derived_rows.PipelineRules]] = {}
+        # Pipelines refused at their team's cap, and when: asked again after the TTL.
+        self._refused: dict[tuple[int, str, str], float] = {}
 
     def pipeline(
         self, conn: psycopg.Connection, team_id: int, service: str, env: str
@@ -145,6 +147,10 @@ class _PipelineDirectory:
         found = self._pipelines.get(key)
         if found is not None:
             return found
+        now = time.monotonic()
+        refused_at = self._refused.get(key)
+        if refused_at is not None and now - refused_at < _DICTIONARY_TTL:
+            return None
         pipeline_id = pipelines.pipeline_within_cap(
             conn,
             team_id,
@@ -153,9 +159,12 @@ class _PipelineDirectory:
             stage_cap=self.stage_cap,
             max_pipelines=self.max_pipelines,
         )
-        if pipeline_id is None:
-            return None
         with self._lock:
+            if pipeline_id is None:
+                if len(self._refused) >= MAX_SEEN:  # names are the sender's: no unbounded growth
+                    self._refused.clear()
+                self._refused[key] = now
+                return None
             self._pipelines[key] = pipeline_id
         return pipeline_id
 

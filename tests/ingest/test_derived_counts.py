@@ -90,3 +90,24 @@ def test_of_two_rules_for_one_stage_the_first_that_finds_it_wins():
     assert (result.stored, result.duplicates) == (1, 0)
     (queue,) = Span.objects.filter(team_id=team.id, name="queue")
     assert queue.duration_ns == 12_000_000
+
+
+def test_a_pipeline_refused_at_the_cap_is_remembered_for_the_directory_ttl():
+    # given a team at its cap of one pipeline, and a writer that refused a second one
+    team = make_team()
+    writer = SpanWriter(conninfo(), max_connections=1, max_pipelines=1)
+    now = dt.datetime.now(dt.UTC)
+    first = _llm_span({})
+    second = first._replace(span_id=os.urandom(8), service_name="other")
+    try:
+        assert writer.write(team.id, [first], rejected=0, protocol="test", received_at=now).stored
+        assert writer.write(team.id, [second], rejected=0, protocol="test", received_at=now).refused
+
+        # when the team makes room, and the refused pipeline's spans come again at once
+        Pipeline.objects.filter(team=team).delete()
+        again = writer.write(team.id, [second], rejected=0, protocol="test", received_at=now)
+    finally:
+        writer.close()
+
+    # then they are refused from the writer's memory, without asking the database again
+    assert (again.stored, again.refused) == (0, 1)
