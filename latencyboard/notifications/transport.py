@@ -8,9 +8,10 @@ multicast and reserved ones are refused, whichever way they are written (IPv4-ma
 NAT64), unless an operator lists their network as allowed (a receiver inside the company
 network). Cloud metadata services are refused even then. Redirects are never followed.
 
-One wall-clock deadline bounds the whole exchange (connect, TLS, request, status line,
-headers and the excerpt of the answer): httpx's own timeout bounds each read, so a receiver
-trickling a byte every few seconds would hold a worker for ever.
+One wall-clock deadline bounds the whole exchange (DNS lookup, connect, TLS, request, status
+line, headers and the excerpt of the answer): httpx's own timeout bounds each read, so a
+receiver trickling a byte every few seconds would hold a worker for ever. A lookup past the
+deadline is left to finish in a small pool of its own, never waited for.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import ipaddress
 import socket
 import ssl
 import time
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import SplitResult, urlsplit
 
 import httpx
@@ -43,6 +45,8 @@ METADATA_ADDRESSES = frozenset(
     for address in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
 )
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# Lookups run here, not in the event loop's default pool: closing the loop would wait for them.
+_LOOKUPS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="notification-dns")
 
 
 class BadNetworkError(ValueError):
@@ -131,11 +135,12 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=True)
 
 
-def _resolve(host: str, port: int) -> list[IPAddress]:
+async def _resolve(host: str, port: int) -> list[IPAddress]:
     literal = literal_address(host)
     if literal is not None:
         return [literal]
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    lookup = functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    infos = await asyncio.get_running_loop().run_in_executor(_LOOKUPS, lookup)
     return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
@@ -184,11 +189,29 @@ def post(
 ) -> Attempt:
     """POST ``message`` to ``target`` once (no retries: the outbox retries) and judge it;
     ``allowed`` are the networks besides public addresses it may reach."""
+    attempt = _attempt(target, message, timeout_s, now, allowed)
+    try:
+        return asyncio.run(asyncio.wait_for(attempt, timeout_s))
+    except TimeoutError:
+        return _timed_out(timeout_s)
+
+
+def _timed_out(timeout_s: float) -> Attempt:
+    return Attempt(Verdict.RETRY, None, f"timed out after {_seconds(timeout_s)} s")
+
+
+async def _attempt(
+    target: str,
+    message: HttpMessage,
+    timeout_s: float,
+    now: dt.datetime,
+    allowed: tuple[IPNetwork, ...],
+) -> Attempt:
     parts = urlsplit(target)
     host = parts.hostname or ""
     port = parts.port or DEFAULT_PORTS[parts.scheme]
     try:
-        addresses = _resolve(host, port)
+        addresses = await _resolve(host, port)
     except (socket.gaierror, UnicodeError) as exc:
         return Attempt(Verdict.RETRY, None, f"could not resolve {host}: {exc}")
     for address in addresses:
@@ -203,11 +226,12 @@ def post(
     if parts.scheme == "https" and literal_address(host) is None:
         extensions["sni_hostname"] = host
     started = time.monotonic()
-    exchange = _exchange(_pinned_url(parts, address, port), message, headers, extensions, timeout_s)
     try:
-        response, excerpt = asyncio.run(asyncio.wait_for(exchange, timeout_s))
-    except (TimeoutError, httpx.TimeoutException):
-        return Attempt(Verdict.RETRY, None, f"timed out after {_seconds(timeout_s)} s")
+        response, excerpt = await _exchange(
+            _pinned_url(parts, address, port), message, headers, extensions, timeout_s
+        )
+    except httpx.TimeoutException:
+        return _timed_out(timeout_s)
     except httpx.RequestError as exc:
         detail = f"could not reach {host}:{port}: {str(exc) or type(exc).__name__}"
         return Attempt(Verdict.RETRY, None, detail)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import socket
+import threading
 from typing import Any
 
 import pytest
@@ -172,3 +173,25 @@ def test_a_name_that_does_not_resolve_is_retried() -> None:
 
     assert (attempt.verdict, attempt.status_code) == (Verdict.RETRY, None)
     assert attempt.detail.startswith("could not resolve no-such-host.invalid: ")
+
+
+def test_a_dns_lookup_that_hangs_counts_against_the_one_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given a resolver that answers only long after the delivery's deadline
+    answered = threading.Event()
+
+    def hanging(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        answered.wait(60.0)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+
+    try:
+        attempt = deliver(
+            "webhook", "http://slow-dns.example/hook", "whsec_c2VjcmV0", notice(), 0.5
+        )
+    finally:
+        answered.set()
+
+    assert attempt == Attempt(Verdict.RETRY, None, "timed out after 0.50 s")
