@@ -17,6 +17,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -47,6 +48,24 @@ STATUS_FILTERS = {
     **{value: (value,) for value in AlertStatus.values},
 }
 
+MAX_OFFSET = 10**9
+"""Beyond any team's history, and inside PostgreSQL's bigint."""
+
+
+class Pages(LimitOffsetPagination):
+    """Alerts and incidents pile up for ever: a list answers ``limit`` of them (50 unless
+    asked, at most 500) from ``offset``, with the total ``count`` and ``next``/``previous``
+    links."""
+
+    default_limit = 50
+    max_limit = 500
+
+    def get_offset(self, request: Request) -> int:
+        offset = super().get_offset(request)
+        if offset > MAX_OFFSET:
+            raise ValidationError({"offset": f"At most {MAX_OFFSET}."})
+        return offset
+
 
 @extend_schema(tags=["alerts"])
 @extend_schema_view(
@@ -63,6 +82,7 @@ STATUS_FILTERS = {
 class AlertViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Alert]
 ):
+    pagination_class = Pages
     lookup_url_kwarg = "alert_id"
 
     def get_queryset(self) -> QuerySet[Alert]:
@@ -124,6 +144,7 @@ class IncidentViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Incident]
 ):
     serializer_class = IncidentSerializer
+    pagination_class = Pages
     lookup_url_kwarg = "incident_id"
 
     def get_queryset(self) -> QuerySet[Incident]:

@@ -4,10 +4,20 @@ rules and channels whose secrets never come back."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.urls import reverse
 
-from latencyboard.alerts.models import Alert, AlertEvent, AlertStatus, Channel, Delivery, Rule
+from latencyboard.alerts.models import (
+    Alert,
+    AlertEvent,
+    AlertStatus,
+    Channel,
+    Delivery,
+    Incident,
+    Rule,
+)
 from latencyboard.alerts.services import record_event
 from latencyboard.teams.models import Role
 from tests.factories import incident_for, make_team, make_user
@@ -83,9 +93,9 @@ def test_incidents_list_their_pipeline_state_title_times_and_member_alerts(clien
     alert = firing(scene)
     client.force_login(make_user(scene.team, Role.VIEWER))
 
-    listed = client.get(reverse("api-incidents"), {"state": "open"}).json()
-    resolved = client.get(reverse("api-incidents"), {"state": "resolved"}).json()
-    alerts = client.get(reverse("api-alerts")).json()
+    listed = client.get(reverse("api-incidents"), {"state": "open"}).json()["results"]
+    resolved = client.get(reverse("api-incidents"), {"state": "resolved"}).json()["results"]
+    alerts = client.get(reverse("api-alerts")).json()["results"]
     bad = client.get(reverse("api-incidents"), {"state": "sideways"})
 
     assert listed == [
@@ -147,7 +157,7 @@ def test_an_outsider_sees_no_alert_and_changes_nothing(client):
     ]
     page = client.get(reverse("alerts:oncall"))
 
-    assert (listed.json(), incidents.json()) == ([], [])
+    assert (listed.json()["count"], incidents.json()["count"]) == (0, 0)
     assert answers == [404] * 9
     assert alert.summary not in page.content.decode()
     alert.refresh_from_db()
@@ -195,13 +205,59 @@ def test_the_list_filters_by_status_and_refuses_unknown_ones(client):
     alert = firing(scene)
     client.force_login(make_user(scene.team, Role.VIEWER))
 
-    open_ = client.get(reverse("api-alerts"), {"status": "open"}).json()
-    resolved = client.get(reverse("api-alerts"), {"status": "resolved"}).json()
+    open_ = client.get(reverse("api-alerts"), {"status": "open"}).json()["results"]
+    resolved = client.get(reverse("api-alerts"), {"status": "resolved"}).json()["results"]
     bad = client.get(reverse("api-alerts"), {"status": "gone"})
 
     assert [row["id"] for row in open_] == [alert.pk]
     assert resolved == []
     assert bad.status_code == 400
+
+
+def test_the_lists_come_in_pages_of_at_most_500(client):
+    scene = make_scene()
+    for hour in range(3):
+        started = NOW - dt.timedelta(hours=hour)
+        Alert.objects.create(
+            rule=scene.rule,
+            pipeline=scene.pipeline,
+            stage=scene.stage,
+            incident=incident_for(scene.pipeline, AlertStatus.RESOLVED, started),
+            dedup_key=f"k-{hour}",
+            status=AlertStatus.RESOLVED,
+            summary="resolved",
+            started_at=started,
+        )
+    client.force_login(make_user(scene.team, Role.VIEWER))
+
+    for route in ("api-alerts", "api-incidents"):
+        first = client.get(reverse(route), {"limit": 2}).json()
+        rest = client.get(first["next"]).json()
+        far = client.get(reverse(route), {"offset": 10**30})
+
+        assert (first["count"], len(first["results"]), len(rest["results"])) == (3, 2, 1)
+        assert rest["next"] is None
+        assert far.status_code == 400
+
+
+def test_no_page_holds_more_than_500_and_50_unless_asked(client):
+    scene = make_scene()
+    Incident.objects.bulk_create(
+        Incident(
+            pipeline=scene.pipeline,
+            status=AlertStatus.RESOLVED,
+            title="old",
+            opened_at=NOW - dt.timedelta(hours=hour),
+            resolved_at=NOW - dt.timedelta(hours=hour),
+        )
+        for hour in range(501)
+    )
+    client.force_login(make_user(scene.team, Role.VIEWER))
+
+    asked = client.get(reverse("api-incidents"), {"limit": 10**12}).json()
+    plain = client.get(reverse("api-incidents")).json()
+
+    assert (asked["count"], len(asked["results"]), len(plain["results"])) == (501, 500, 50)
 
 
 def test_viewer_page_shows_no_buttons_and_responder_page_does(client):
