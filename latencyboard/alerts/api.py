@@ -94,6 +94,12 @@ class AlertViewSet(
             alerts = alerts.filter(status__in=STATUS_FILTERS[wanted])
         return alerts
 
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = dict(super().get_serializer_context())
+        admins = queries.admin_teams(self.request.user)
+        context["admin_team_ids"] = set(admins.values_list("pk", flat=True))
+        return context
+
     def get_serializer_class(self) -> type[BaseSerializer[Alert]]:
         return AlertDetailSerializer if self.action != "list" else AlertSerializer
 
@@ -110,7 +116,7 @@ class AlertViewSet(
         note = given.validated_data["note"]
         if not services.acknowledge(alert, request.user, timezone.now(), request, note):
             return _not_open(alert, "firing")
-        return Response(AlertDetailSerializer(alert).data)
+        return Response(AlertDetailSerializer(alert, context=self.get_serializer_context()).data)
 
     @extend_schema(
         summary="Resolve an open alert by hand (on-call and admins)",
@@ -125,7 +131,7 @@ class AlertViewSet(
         note = given.validated_data["note"]
         if not services.resolve(alert, request.user, timezone.now(), note, request):
             return _not_open(alert, "open")
-        return Response(AlertDetailSerializer(alert).data)
+        return Response(AlertDetailSerializer(alert, context=self.get_serializer_context()).data)
 
 
 @extend_schema(tags=["alerts"])
@@ -286,4 +292,5 @@ class ChannelViewSet(_AdminWrites, viewsets.ModelViewSet[Channel]):
     @action(detail=True, methods=["post"])
     def test(self, request: Request, channel_id: str | None = None) -> Response:
         delivery = services.send_test(self.get_object(), request.user, timezone.now())
-        return Response(DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)
+        shown = DeliverySerializer(delivery, context=self.get_serializer_context()).data
+        return Response(shown, status=status.HTTP_202_ACCEPTED)

@@ -27,6 +27,9 @@ class AlertEventSerializer(serializers.ModelSerializer[AlertEvent]):
 
 
 class DeliverySerializer(serializers.ModelSerializer[Delivery]):
+    """``detail`` (the receiver's answer, which may echo the target's secret path) is shown
+    to admins of the channel's team only (``admin_team_ids`` in the context), as targets are."""
+
     channel = serializers.CharField(source="channel.name", read_only=True)
     action = serializers.SerializerMethodField()
 
@@ -42,6 +45,12 @@ class DeliverySerializer(serializers.ModelSerializer[Delivery]):
             "last_status_code",
             "detail",
         ]
+
+    def to_representation(self, instance: Delivery) -> dict[str, Any]:
+        shown: dict[str, Any] = super().to_representation(instance)
+        if instance.channel.team_id not in self.context.get("admin_team_ids", ()):
+            shown["detail"] = ""
+        return shown
 
     def get_action(self, delivery: Delivery) -> str:
         """The transition told (``firing``…), or ``test`` for a channel's "send test"."""
@@ -116,7 +125,7 @@ class AlertDetailSerializer(AlertSerializer):
 
     def get_deliveries(self, alert: Alert) -> list[dict[str, Any]]:
         rows = Delivery.objects.filter(event__alert=alert).select_related("channel", "event")
-        return DeliverySerializer(rows, many=True).data  # type: ignore[return-value]
+        return DeliverySerializer(rows, many=True, context=self.context).data  # type: ignore[return-value]
 
 
 class NoteSerializer(serializers.Serializer[Any]):

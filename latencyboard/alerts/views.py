@@ -74,6 +74,7 @@ def alert_detail(request: HttpRequest, alert_id: int) -> HttpResponse:
                 "channel", "event"
             ),
             "can_respond": has_role(request.user, alert.pipeline.team, *services.RESPONDERS),
+            "admin_team_ids": set(queries.admin_teams(request.user).values_list("pk", flat=True)),
             "links": alert_links(alert),
             "chart": alert_chart(alert, request.user, timezone.now()),
             "expected_percent": _expected_percent(alert),

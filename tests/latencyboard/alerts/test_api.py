@@ -404,3 +404,26 @@ def test_an_admin_queues_a_channel_test_through_the_api_and_others_cannot(client
         "attempts": 0,
     }
     assert Delivery.objects.count() == 1
+
+
+@pytest.mark.parametrize("role", [Role.VIEWER, Role.ONCALL])
+def test_a_receivers_answer_echoing_the_secret_path_is_shown_to_team_admins_only(client, role):
+    scene = make_scene()
+    alert = firing(scene)
+    echoed = "404 Not Found after 0.02 s: no hook at /hooks/tok_s3cr3t_path"
+    Delivery.objects.filter(event__alert=alert).update(detail=echoed, last_status_code=404)
+    kwargs = {"alert_id": alert.pk}
+    shown = {}
+    for who in (role, Role.ADMIN):
+        client.force_login(make_user(scene.team, who))
+        api = client.get(reverse("api-alert", kwargs=kwargs)).json()["deliveries"]
+        page = client.get(reverse("alerts:detail", kwargs=kwargs)).content.decode()
+        log = client.get(reverse("alerts:settings")).content.decode()
+        shown[who] = (
+            [row["detail"] for row in api],
+            "tok_s3cr3t_path" in page,
+            "tok_s3cr3t_path" in log,
+        )
+
+    assert shown[role] == ([""], False, False)
+    assert shown[Role.ADMIN] == ([echoed], True, True)
