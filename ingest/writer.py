@@ -115,11 +115,26 @@ def _copy(
     return WriteResult(batch_id=batch_id, stored=stored, duplicates=spans - stored)
 
 
+def _store_late(
+    conn: psycopg.Connection, rows: list[bytes], spans: int, batch: _Batch
+) -> WriteResult:
+    """:func:`_store` once the days of the spans are created; a row derived from a span of
+    days may start on a day between, which has none: then the spans are stored without
+    their derived rows rather than not at all."""
+    try:
+        return _store(conn, rows, spans, batch)
+    except psycopg.errors.CheckViolation:
+        logger.warning("ingest.derived_rows_left_out", extra={"rows": len(rows) - spans})
+        return _store(conn, rows[:spans], spans, batch)
+
+
 def _create_partitions(conn: psycopg.Connection, spans: Sequence[DecodedSpan]) -> None:
+    """The days of ``spans``' starts and ends: a row derived from a span starts within it."""
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     days = {
-        storage_partitions.DayPartition.of(epoch + dt.timedelta(microseconds=span.start_ns // 1000))
+        storage_partitions.DayPartition.of(epoch + dt.timedelta(microseconds=ns // 1000))
         for span in spans
+        for ns in (span.start_ns, span.end_ns)
     }
     storage_partitions.create_missing(conn, days)
     logger.info("ingest.partitions_created", extra={"days": sorted(str(p.day) for p in days)})
@@ -343,7 +358,7 @@ class SpanWriter:
                     # No partition for some day of these spans (a replay, or late spans):
                     # create the missing days and store again.
                     _create_partitions(conn, spans)
-                    result = _store(conn, rows, len(kept), batch)
+                    result = _store_late(conn, rows, len(kept), batch)
                 dropped, attributes = span_events.dropped(event_rows)
                 return dataclasses.replace(
                     result,

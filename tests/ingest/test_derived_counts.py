@@ -111,3 +111,39 @@ def test_a_pipeline_refused_at_the_cap_is_remembered_for_the_directory_ttl():
 
     # then they are refused from the writer's memory, without asking the database again
     assert (again.stored, again.refused) == (0, 1)
+
+
+def test_a_derived_stage_after_midnight_of_a_late_span_is_stored():
+    # given a vLLM span of ten days ago that crosses midnight, its prefill starting after it
+    team = make_team()
+    midnight = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start = int((midnight - dt.timedelta(days=10)).timestamp()) * 10**9 - 200_000_000
+    span = _llm_span(
+        {"gen_ai.latency.time_in_queue": 0.3, "gen_ai.latency.time_in_model_prefill": 0.1}
+    )._replace(start_ns=start, end_ns=start + 500_000_000)
+
+    # when it is written (late: no partition of those days yet)
+    result = _write(team.id, [span])
+
+    # then the span and both stages are stored
+    assert result.stored == 1
+    names = Span.objects.filter(team_id=team.id).values_list("name", flat=True)
+    assert sorted(names) == ["llm_request", "prefill", "queue"]
+
+
+def test_a_span_of_days_whose_stage_starts_on_a_middle_day_is_stored():
+    # given a late span of three days whose prefill starts on the day between its first and
+    # last (after a queue of 18 hours)
+    team = make_team()
+    midnight = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start = int((midnight - dt.timedelta(days=20, hours=-12)).timestamp()) * 10**9
+    span = _llm_span(
+        {"gen_ai.latency.time_in_queue": 64_800.0, "gen_ai.latency.time_in_model_prefill": 0.1}
+    )._replace(start_ns=start, end_ns=start + 3 * 86_400 * 10**9)
+
+    # when it is written
+    result = _write(team.id, [span])
+
+    # then the span is stored
+    assert result.stored == 1
+    assert Span.objects.filter(team_id=team.id, name="llm_request").count() == 1
