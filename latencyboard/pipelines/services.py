@@ -1,6 +1,6 @@
 """Changes to how a pipeline's spans are put in stages: its derived stage rules and presets.
 
-Ingest reads them again within ``ingest.writer._DICTIONARY_TTL`` seconds; spans stored before
+Ingest reads them again within ``ingest.directories.DICTIONARY_TTL`` seconds; spans stored before
 keep the stages they were given.
 """
 
