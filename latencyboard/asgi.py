@@ -7,6 +7,12 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "latencyboard.settings")
 django_asgi_app = get_asgi_application()
 
+from django.conf import settings  # noqa: E402
+
+from latencyboard.db import bound_statements  # noqa: E402
+
+bound_statements(settings.WEB_STATEMENT_TIMEOUT_SECONDS)
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

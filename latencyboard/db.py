@@ -8,6 +8,7 @@ import psycopg
 from django.conf import settings
 from django.db import connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 from psycopg.conninfo import make_conninfo
 
 from latencyboard.db_router import read_alias
@@ -22,6 +23,21 @@ class _ReadConnection:
 
 
 read_connection = cast(BaseDatabaseWrapper, _ReadConnection())
+
+
+def bound_statements(seconds: int) -> None:
+    """From now on, PostgreSQL cancels any statement of this process's new connections after
+    ``seconds`` (0: never). The web process calls it, so that no page or API read holds a
+    connection and a core for minutes; a cancelled statement is answered 503 with
+    Retry-After (:mod:`latencyboard.web.errors`)."""
+
+    def bound(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('statement_timeout', %s, false)", [f"{seconds}s"])
+
+    connection_created.connect(bound, weak=False, dispatch_uid="latencyboard.db.bound_statements")
+
+
 """The connection for dashboard reads in raw SQL: the read replica inside a dashboard request
 when it is up (see :mod:`latencyboard.db_router`), else the primary's ``connection``."""
 

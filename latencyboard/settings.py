@@ -418,6 +418,13 @@ COHORT_VALUES_PER_DAY = env_int("COHORT_VALUES_PER_DAY", 20, minimum=1)
 # pipelines. New pipelines keep at most PIPELINE_MAX_STAGES stages (Admin changes one's own).
 TEAM_MAX_PIPELINES = env_int("TEAM_MAX_PIPELINES", 200, minimum=1)
 PIPELINE_MAX_STAGES = env_int("PIPELINE_MAX_STAGES", 32, minimum=1, maximum=1000)
+# Heavy reads (series endpoints, compare, trace search, Prometheus queries, the overview) one
+# team may run at once in one web process; beyond it 429 with Retry-After (web/heavy_reads.py),
+# so one team's many long queries cannot slow the other teams' pages.
+WEB_TEAM_MAX_HEAVY_REQUESTS = env_int("WEB_TEAM_MAX_HEAVY_REQUESTS", 2, minimum=1)
+# Any statement of the web process (pages, API, live sockets) is cancelled after this long (0:
+# never) and answered 503 with Retry-After: no read holds a connection and a core for minutes.
+WEB_STATEMENT_TIMEOUT_SECONDS = env_int("WEB_STATEMENT_TIMEOUT_SECONDS", 30, minimum=0)
 # Stage shares of a minute are computed this long after it ends, so that the spans of its
 # requests have arrived; spans stored later are left out of the shares (not of the rollups).
 STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)

@@ -11,9 +11,10 @@ from rest_framework.views import APIView
 from latencyboard.compare.queries import NotACohort, compare
 from latencyboard.compare.serializers import CompareQuerySerializer, ComparisonSerializer
 from latencyboard.pipelines.models import Pipeline
+from latencyboard.web.heavy_reads import HeavyRead
 
 
-class CompareView(APIView):
+class CompareView(HeavyRead, APIView):
     """Per-stage p50/p95/p99 of two windows, or of two values of an attribute, side by side."""
 
     @extend_schema(

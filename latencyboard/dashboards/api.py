@@ -29,6 +29,7 @@ from latencyboard.dashboards.serializers import (
 from latencyboard.moments import iso_utc
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
+from latencyboard.web.heavy_reads import HeavyRead
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")
@@ -53,7 +54,7 @@ def _chart(
     )
 
 
-class _ChartView(APIView):
+class _ChartView(HeavyRead, APIView):
     """A chart of one pipeline of the user's teams over a window: reads ``query`` and
     answers what :meth:`answer` gives for the pipeline and the validated parameters."""
 

@@ -24,6 +24,7 @@ from latencyboard.prometheus import evaluation, promql
 from latencyboard.prometheus import series as catalogue
 from latencyboard.rollups.api import OrjsonRenderer
 from latencyboard.rollups.queries import InvalidPercentileQuery
+from latencyboard.web.heavy_reads import HeavyRead
 
 MAX_MATCHERS = 10
 """Most ``match[]`` selectors one series or label request may give."""
@@ -75,7 +76,9 @@ class PrometheusView(APIView):
     def handle_exception(self, exc: Exception) -> Response:
         response = super().handle_exception(exc)
         if isinstance(exc, exceptions.APIException):
-            kind = "unauthorized" if response.status_code in (401, 403) else "bad_data"
+            kind = {401: "unauthorized", 403: "unauthorized", 429: "unavailable"}.get(
+                response.status_code, "bad_data"
+            )
             response.data = {"status": "error", "errorType": kind, "error": str(exc.detail)}
         return response
 
@@ -152,7 +155,7 @@ def _stages_per_pipeline(chosen: list[catalogue.Series]) -> int:
     return max((len(found) for found in stages.values()), default=1)
 
 
-class QueryView(PrometheusView):
+class QueryView(HeavyRead, PrometheusView):
     """``/api/v1/query``: an instant vector (or a scalar) at ``time`` (default now)."""
 
     def answer(self, request: Request, **kwargs: Any) -> Response:
@@ -174,7 +177,7 @@ class QueryView(PrometheusView):
         return _success({"resultType": "vector", "result": result})
 
 
-class QueryRangeView(PrometheusView):
+class QueryRangeView(HeavyRead, PrometheusView):
     """``/api/v1/query_range``: a range vector from ``start`` to ``end`` every ``step``."""
 
     def answer(self, request: Request, **kwargs: Any) -> Response:

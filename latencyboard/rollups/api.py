@@ -25,6 +25,7 @@ from latencyboard.rollups.serializers import (
     percentile_long_rows,
     percentile_series_data,
 )
+from latencyboard.web.heavy_reads import HeavyRead
 
 _LINE_SEPARATORS = (("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
 
@@ -63,7 +64,7 @@ class ShapeNegotiation(DefaultContentNegotiation):
     settings = SimpleNamespace(URL_FORMAT_OVERRIDE=None)  # type: ignore[assignment]
 
 
-class PipelinePercentilesView(APIView):
+class PipelinePercentilesView(HeavyRead, APIView):
     """Latency percentiles over time of a pipeline's stages."""
 
     renderer_classes = [OrjsonRenderer, BrowsableAPIRenderer]

@@ -28,12 +28,13 @@ from latencyboard.traces.serializers import (
     trace_search_data,
     trace_waterfall_data,
 )
+from latencyboard.web.heavy_reads import HeavyRead
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline or stage in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")
 
 
-class TraceSearchView(APIView):
+class TraceSearchView(HeavyRead, APIView):
     """Search traces by their root spans."""
 
     @extend_schema(

@@ -10,9 +10,11 @@ from django.views.decorators.http import require_GET
 
 from latencyboard.dashboards.overview_queries import DEFAULT_WINDOW, WINDOWS, overview
 from latencyboard.teams.queries import limits_of
+from latencyboard.web.heavy_reads import heavy_read
 
 
 @login_required
+@heavy_read
 def home(request: HttpRequest) -> HttpResponse:
     """The overview: every pipeline of the user's teams, most over budget first, over the
     window ``?window=`` (1h, 24h or 7d); without pipelines, how to send traces here."""

@@ -1,0 +1,113 @@
+"""One team's heavy reads are bounded per web process: beyond WEB_TEAM_MAX_HEAVY_REQUESTS at
+once its further ones get 429 with Retry-After and a JSON body, while another team's are
+served."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import pytest
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
+from django.db.backends.signals import connection_created
+from django.test import Client
+
+from latencyboard import db
+from latencyboard.pipelines.models import Pipeline
+from latencyboard.teams.models import Role
+from latencyboard.web import heavy_reads
+from tests.factories import make_team, make_user
+
+pytestmark = pytest.mark.django_db
+
+HEAVY = (
+    "/api/pipelines/{pipeline}/percentiles/?window=1h&step=1m",
+    "/api/pipelines/{pipeline}/stage-breakdown/?window=1h&step=1m",
+    "/api/pipelines/{pipeline}/bottleneck/?window=1h",
+    "/api/traces/?pipeline={pipeline}",
+    "/api/compare/?pipeline={pipeline}&attribute=model.version&a=1&b=2",
+    "/prometheus/api/v1/query_range?query=up&start=0&end=60&step=60",
+    "/?window=7d",
+)
+
+
+def team_member() -> tuple[Client, Pipeline]:
+    team = make_team()
+    pipeline = Pipeline.objects.create(team=team, service_name="scorer", environment="prod")
+    client = Client()
+    client.force_login(make_user(team, Role.VIEWER))
+    return client, pipeline
+
+
+@pytest.fixture
+def teams(settings):
+    settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 2
+    return team_member(), team_member()
+
+
+def held_by(client: Client, count: int) -> ExitStack:
+    """``count`` heavy reads of the client's user in flight, as other requests of theirs
+    would hold them."""
+    stack = ExitStack()
+    user = client.get("/api/pipelines/").wsgi_request.user  # the user the client is signed in as
+    for _ in range(count):
+        stack.enter_context(heavy_reads.slot(user))
+    return stack
+
+
+@pytest.mark.parametrize("path", HEAVY)
+def test_a_team_beyond_its_heavy_reads_is_refused_while_another_is_served(teams, path):
+    (a, a_pipeline), (b, b_pipeline) = teams
+    with held_by(b, 2):
+        refused = b.get(path.format(pipeline=b_pipeline.id))
+        served = a.get(path.format(pipeline=a_pipeline.id))
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == str(heavy_reads.RETRY_AFTER_SECONDS)
+    assert "2 heavy reads at once" in refused.content.decode()
+    assert refused["Content-Type"].startswith("application/json")
+    assert served.status_code != 429
+    assert b.get(path.format(pipeline=b_pipeline.id)).status_code != 429
+
+
+def test_within_the_bound_reads_are_served(teams):
+    _, (b, b_pipeline) = teams
+    with held_by(b, 1):
+        response = b.get(f"/api/pipelines/{b_pipeline.id}/percentiles/?window=1h&step=1m")
+    assert response.status_code == 200
+
+
+def test_refused_and_failed_reads_give_their_slot_back(teams):
+    """Answers of every kind (400, 404, 429) release what they held: after many of them the
+    team still has its whole bound."""
+    _, (b, b_pipeline) = teams
+    for _ in range(3):
+        assert b.get(f"/api/pipelines/{b_pipeline.id}/percentiles/?step=nope").status_code == 400
+        assert b.get("/api/pipelines/999999999/stage-breakdown/").status_code == 404
+        with held_by(b, 2):
+            assert b.get("/?window=7d").status_code == 429
+    assert heavy_reads._running == {}
+    with held_by(b, 1):
+        assert b.get("/").status_code == 200
+
+
+def test_prometheus_refusal_has_prometheus_shape(teams):
+    _, (b, _) = teams
+    with held_by(b, 2):
+        response = b.get("/prometheus/api/v1/query_range?query=up&start=0&end=60&step=60")
+    assert response.status_code == 429
+    assert response.json()["errorType"] == "unavailable"
+
+
+def test_web_statements_are_cancelled_after_their_timeout():
+    """``bound_statements`` (what the web process calls) makes PostgreSQL cancel a statement
+    that runs past it, so one read cannot hold the database for minutes."""
+    db.bound_statements(1)
+    fresh = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        with fresh.cursor() as cursor:
+            cursor.execute("SHOW statement_timeout")
+            assert cursor.fetchone() == ("1s",)
+            with pytest.raises(OperationalError, match="statement timeout"):
+                cursor.execute("SELECT pg_sleep(10)")
+    finally:
+        fresh.close()
+        connection_created.disconnect(dispatch_uid="latencyboard.db.bound_statements")
