@@ -96,7 +96,7 @@ class HeavyRead:
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Response:
         try:
-            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc,no-any-return]
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
         finally:
             if self._held is not None:
                 self._held.close()

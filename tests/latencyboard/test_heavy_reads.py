@@ -5,8 +5,10 @@ served."""
 from __future__ import annotations
 
 from contextlib import ExitStack
+from typing import cast
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 from django.db.backends.signals import connection_created
 from django.test import Client
@@ -34,7 +36,7 @@ def team_member() -> tuple[Client, Pipeline]:
     team = make_team()
     pipeline = Pipeline.objects.create(team=team, service_name="scorer", environment="prod")
     client = Client()
-    client.force_login(make_user(team, Role.VIEWER))
+    client.force_login(cast(User, make_user(team, Role.VIEWER)))
     return client, pipeline
 
 
