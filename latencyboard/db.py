@@ -35,7 +35,9 @@ def bound_statements(seconds: int) -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT set_config('statement_timeout', %s, false)", [f"{seconds}s"])
 
-    connection_created.connect(bound, weak=False, dispatch_uid="latencyboard.db.bound_statements")
+    uid = "latencyboard.db.bound_statements"
+    connection_created.disconnect(dispatch_uid=uid)  # the latest bound holds
+    connection_created.connect(bound, weak=False, dispatch_uid=uid)
 
 
 """The connection for dashboard reads in raw SQL: the read replica inside a dashboard request
