@@ -422,6 +422,8 @@ PIPELINE_MAX_STAGES = env_int("PIPELINE_MAX_STAGES", 32, minimum=1, maximum=1000
 # team may run at once in one web process; beyond it 429 with Retry-After (web/heavy_reads.py),
 # so one team's many long queries cannot slow the other teams' pages.
 WEB_TEAM_MAX_HEAVY_REQUESTS = env_int("WEB_TEAM_MAX_HEAVY_REQUESTS", 2, minimum=1)
+# How long a heavy read beyond that bound waits for a slot (no CPU) before its 429.
+WEB_HEAVY_WAIT_SECONDS = env_int("WEB_HEAVY_WAIT_SECONDS", 5, minimum=0)
 # Any statement of the web process (pages, API, live sockets) is cancelled after this long (0:
 # never) and answered 503 with Retry-After: no read holds a connection and a core for minutes.
 WEB_STATEMENT_TIMEOUT_SECONDS = env_int("WEB_STATEMENT_TIMEOUT_SECONDS", 30, minimum=0)

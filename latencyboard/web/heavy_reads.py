@@ -4,9 +4,12 @@ A heavy read is one whose cost grows with the window or the data asked for: the 
 endpoints, compare, trace search, the Prometheus queries and the overview. One web process
 serves every team from one interpreter, so a team running many such reads at once (each
 within its point cap) would slow every other team's pages. Each heavy read holds a slot of
-each team of its user for its whole length; when one of them holds all its slots, the read
-is refused with ``429``, ``Retry-After`` and a JSON body, after one lookup of the user's
-teams and before any query of the read itself. Views take the bound through
+each team of its user for its whole length. When one of them holds all its slots, the read
+waits, using no CPU, up to ``WEB_HEAVY_WAIT_SECONDS`` for one (so a page's charts fetched
+together are served one after another, and a client asking again at once is slowed to the
+team's share rather than flooding the process); still without one it is refused with
+``429``, ``Retry-After`` and a JSON body. Either way after one lookup of the user's teams
+and before any query of the read itself. Views take the bound through
 :class:`HeavyRead` (DRF) or :func:`heavy_read` (function views).
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -29,7 +33,7 @@ from latencyboard.teams.models import Membership
 
 RETRY_AFTER_SECONDS: Final = 1
 
-_lock = threading.Lock()
+_changed = threading.Condition()
 _running: Counter[int] = Counter()  # team id -> heavy reads running in this process
 
 
@@ -46,20 +50,25 @@ class Busy(Exception):
 @contextmanager
 def slot(user: Any) -> Iterator[None]:
     """Hold one heavy-read slot of each of ``user``'s teams for the block; raise
-    :class:`Busy` on entry when one of them has none left."""
+    :class:`Busy` on entry when one of them has none left within ``WEB_HEAVY_WAIT_SECONDS``."""
     teams = set(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
-    with _lock:
-        if any(_running[team] >= settings.WEB_TEAM_MAX_HEAVY_REQUESTS for team in teams):
-            raise Busy
+    deadline = time.monotonic() + settings.WEB_HEAVY_WAIT_SECONDS
+    with _changed:
+        while any(_running[team] >= settings.WEB_TEAM_MAX_HEAVY_REQUESTS for team in teams):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Busy
+            _changed.wait(left)
         _running.update(teams)
     try:
         yield
     finally:
-        with _lock:
+        with _changed:
             _running.subtract(teams)
             for team in teams:
                 if _running[team] <= 0:
                     del _running[team]
+            _changed.notify_all()
 
 
 def heavy_read(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

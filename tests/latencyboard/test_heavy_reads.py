@@ -4,6 +4,7 @@ served."""
 
 from __future__ import annotations
 
+import threading
 from contextlib import ExitStack
 from typing import cast
 
@@ -43,6 +44,7 @@ def team_member() -> tuple[Client, Pipeline]:
 @pytest.fixture
 def teams(settings):
     settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 2
+    settings.WEB_HEAVY_WAIT_SECONDS = 0
     return team_member(), team_member()
 
 
@@ -89,6 +91,30 @@ def test_refused_and_failed_reads_give_their_slot_back(teams):
     assert heavy_reads._running == {}
     with held_by(b, 1):
         assert b.get("/").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_read_beyond_the_bound_waits_for_a_slot_to_free(settings):
+    """With a wait, a read beyond the bound is not refused while a slot frees in time: it
+    runs once the read before it ends (a page's charts fetched together all load)."""
+    settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 1
+    settings.WEB_HEAVY_WAIT_SECONDS = 120
+    user = make_user(make_team())
+    entered = threading.Event()
+
+    def second_read() -> None:
+        try:
+            with heavy_reads.slot(user):
+                entered.set()
+        finally:
+            connections.close_all()
+
+    with heavy_reads.slot(user):
+        waiting = threading.Thread(target=second_read)
+        waiting.start()
+        assert not entered.wait(0.5)
+    assert entered.wait(120)
+    waiting.join(120)
 
 
 def test_prometheus_refusal_has_prometheus_shape(teams):
