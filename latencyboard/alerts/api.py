@@ -31,7 +31,8 @@ from latencyboard.alerts.models import (
     Incident,
     Rule,
 )
-from latencyboard.alerts.preview import preview_rule, unsaved_rule
+from latencyboard.alerts.preview import PREVIEW_SECONDS, TooManyStages, preview_rule, unsaved_rule
+from latencyboard.alerts.replay import OutOfTime
 from latencyboard.alerts.serializers import (
     AlertDetailSerializer,
     AlertSerializer,
@@ -251,7 +252,7 @@ class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
         "detector over the pipeline's minute rollups against today's baselines. Nothing is "
         "saved.",
         request=RuleSerializer,
-        responses={200: RulePreviewSerializer},
+        responses={200: RulePreviewSerializer, 400: OpenApiTypes.OBJECT, 503: OpenApiTypes.OBJECT},
     )
     @action(detail=False, methods=["post"])
     def preview(self, request: Request) -> Response:
@@ -259,7 +260,15 @@ class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
         given = self.get_serializer(data=request.data)
         given.is_valid(raise_exception=True)
         rule, stages = unsaved_rule(given.validated_data)
-        found = preview_rule(rule, stages, timezone.now())
+        try:
+            found = preview_rule(rule, stages, timezone.now())
+        except TooManyStages as exc:
+            raise ValidationError({"stages": str(exc)}) from None
+        except OutOfTime:
+            return Response(
+                {"detail": f"The preview took over {PREVIEW_SECONDS:g} s; choose fewer stages."},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
         return Response(RulePreviewSerializer(found).data)
 
 

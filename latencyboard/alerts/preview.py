@@ -1,10 +1,12 @@
 """The rule preview: would this rule have fired in the last days? Its regression detector
 replayed (``latencyboard.alerts.replay``) over the pipeline's minute rollups, against the
-baselines the evaluator uses now."""
+baselines the evaluator uses now. It runs in a web request, so it is bounded: at most
+``PREVIEW_MAX_STAGES`` stages, and ``PREVIEW_SECONDS`` of replaying."""
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, Final
@@ -18,11 +20,18 @@ from latencyboard.alerts.models import Rule
 from latencyboard.alerts.replay import MINUTE, Replay, replay
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.models import Rollup
-from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla import attainment
 
 PREVIEW_DAYS: Final = 7
 """How far back a preview looks (as far as minute rollups are kept, at most)."""
+PREVIEW_MAX_STAGES: Final = 30
+"""Stages a preview replays at most (a week of minutes is ~10 k sketches each)."""
+PREVIEW_SECONDS: Final = 10.0
+"""How long a preview may replay before it gives up."""
+
+
+class TooManyStages(ValueError):
+    """The rule watches more stages than a preview replays."""
 
 
 def unsaved_rule(fields: Mapping[str, Any]) -> tuple[Rule, list[Stage]]:
@@ -31,14 +40,24 @@ def unsaved_rule(fields: Mapping[str, Any]) -> tuple[Rule, list[Stage]]:
     return Rule(**plain), list(fields.get("stages", []))
 
 
-def preview_rule(rule: Rule, chosen: list[Stage], now: dt.datetime) -> Replay:
+def preview_rule(
+    rule: Rule, chosen: list[Stage], now: dt.datetime, seconds: float = PREVIEW_SECONDS
+) -> Replay:
     """The alerts ``rule`` (saved or not; ``chosen`` its stages) would have raised over the
     last ``PREVIEW_DAYS`` days of minute rollups, had it been evaluated every minute with
-    today's baselines. Regression only: burn-rate alerts are not replayed."""
+    today's baselines. Regression only: burn-rate alerts are not replayed. Raises
+    :class:`TooManyStages`, or :class:`~latencyboard.alerts.replay.OutOfTime` after
+    ``seconds``."""
+    deadline = time.monotonic() + seconds
     names = watched(rule, newest_root_stages(rule.pipeline_id, now), chosen)
+    if len(names) > PREVIEW_MAX_STAGES:
+        raise TooManyStages(
+            f"The rule watches {len(names)} stages; a preview replays at most "
+            f"{PREVIEW_MAX_STAGES}. Choose its stages."
+        )
     end = attainment.floor_minute(now)
     start = end - dt.timedelta(days=PREVIEW_DAYS)
-    minutes: dict[str, dict[int, Sketch]] = defaultdict(dict)
+    minutes: dict[str, dict[int, bytes]] = defaultdict(dict)
     stages = Q(stage__in=[pk for pk in names if pk is not None])
     if None in names:
         stages |= Q(stage__isnull=True)
@@ -50,7 +69,7 @@ def preview_rule(rule: Rule, chosen: list[Stage], now: dt.datetime) -> Replay:
         bucket_start__lt=end,
     ).values_list("stage_id", "bucket_start", "sketch")
     for stage_id, minute, blob in rows.iterator():
-        minutes[names[stage_id]][int((minute - start) / MINUTE)] = Sketch.from_bytes(bytes(blob))
+        minutes[names[stage_id]][int((minute - start) / MINUTE)] = bytes(blob)
     baselines = {names[pk]: b for pk, b in detector_baselines(rule.pipeline).items() if pk in names}
     count = int((end - start) / MINUTE)
     return replay(
@@ -61,4 +80,5 @@ def preview_rule(rule: Rule, chosen: list[Stage], now: dt.datetime) -> Replay:
         rule.window_minutes,
         detector_of(rule),
         settings.ALERT_CLEAN_EVALUATIONS,
+        deadline,
     )

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,8 +25,8 @@ import numpy as np
 from latencyboard.alerts import lifecycle, regression
 from latencyboard.alerts.binomial import binomial_upper_tail
 from latencyboard.alerts.evidence import quantile_name
-from latencyboard.alerts.tail import count_above
-from latencyboard.sketches.sketch import Sketch, merge_many
+from latencyboard.alerts.tail import counts_above_many
+from latencyboard.sketches.sketch import merge_many
 
 MINUTE = dt.timedelta(minutes=1)
 FOREVER = dt.datetime.max.replace(tzinfo=dt.UTC)
@@ -33,6 +35,15 @@ OUTCOMES = {
     regression.Status.REGRESSION: lifecycle.Outcome.FIRING,
     regression.Status.OK: lifecycle.Outcome.CLEAN,
 }
+
+
+class OutOfTime(Exception):
+    """The replay passed its deadline before it was done."""
+
+
+def _check(deadline: float) -> None:
+    if time.monotonic() > deadline:
+        raise OutOfTime
 
 
 @dataclass(frozen=True)
@@ -66,18 +77,20 @@ class Replay:
 
 def replay(
     baselines: Mapping[str, regression.Baseline],
-    minutes: Mapping[str, Mapping[int, Sketch]],
+    minutes: Mapping[str, Mapping[int, bytes]],
     start: dt.datetime,
     count: int,
     window: int,
     rule: regression.RegressionRule,
     clean_needed: int,
+    deadline: float = math.inf,
 ) -> Replay:
     """Replay the detector over the minutes ``start + i`` (``i`` in ``0..count-1``):
-    ``minutes[stage][i]`` is that stage's sketch of minute ``i`` (absent: no values),
-    ``baselines`` the stages' baselines. Evaluations run at every minute boundary from
-    ``start + window`` to ``start + count``."""
-    screen = _screen(baselines, minutes, count, window, rule)
+    ``minutes[stage][i]`` is that stage's stored sketch (blob) of minute ``i`` (absent: no
+    values), ``baselines`` the stages' baselines. Evaluations run at every minute boundary
+    from ``start + window`` to ``start + count``. Raises :class:`OutOfTime` once
+    ``time.monotonic()`` passes ``deadline``."""
+    screen = _screen(baselines, minutes, count, window, rule, deadline)
     states = {stage: lifecycle.AlertState() for stage in minutes}
     opened: dict[str, ReplayedAlert] = {}
     alerts: list[ReplayedAlert] = []
@@ -86,6 +99,7 @@ def replay(
     for t in times:
         if not screen[t] and not opened:
             continue
+        _check(deadline)
         runs += 1
         at = start + t * MINUTE
         windows = {
@@ -132,25 +146,26 @@ def _fired(stage: regression.StageResult, at: dt.datetime) -> ReplayedAlert:
 
 def _screen(
     baselines: Mapping[str, regression.Baseline],
-    minutes: Mapping[str, Mapping[int, Sketch]],
+    minutes: Mapping[str, Mapping[int, bytes]],
     count: int,
     window: int,
     rule: regression.RegressionRule,
+    deadline: float,
 ) -> np.ndarray:
     """For each evaluation minute ``t`` (index ``t``), whether some test of it could be
     significant: its own p-value at most ``family_alpha``."""
     possible = np.zeros(count + 1, dtype=bool)
     qs = rule.quantiles
     for stage, rows in minutes.items():
+        _check(deadline)
         baseline = baselines.get(stage)
-        if baseline is None or baseline.count < rule.min_baseline_count:
+        if baseline is None or baseline.count < rule.min_baseline_count or not rows:
             continue
         thresholds = [figure.threshold for figure in baseline.figures(qs, rule.confidence)]
         n = np.zeros(count + 1, dtype=np.int64)
         k = np.zeros((count + 1, len(qs)), dtype=np.int64)
-        for i, sketch in rows.items():
-            n[i + 1] = sketch.count
-            k[i + 1] = count_above(sketch, thresholds)
+        at = np.fromiter(rows.keys(), np.int64, len(rows)) + 1
+        n[at], k[at] = counts_above_many(list(rows.values()), thresholds)
         n_sum, k_sum = np.cumsum(n), np.cumsum(k, axis=0)
         n_w = n_sum[window:] - n_sum[:-window]
         k_w = k_sum[window:] - k_sum[:-window]

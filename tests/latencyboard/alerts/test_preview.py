@@ -13,7 +13,9 @@ from django.utils import timezone
 from latencyboard.alerts.baselines import compute_baselines
 from latencyboard.alerts.evaluation import evaluate_rule
 from latencyboard.alerts.models import Alert
-from latencyboard.alerts.preview import preview_rule
+from latencyboard.alerts.preview import PREVIEW_MAX_STAGES, preview_rule
+from latencyboard.alerts.replay import OutOfTime
+from latencyboard.pipelines.models import Stage
 from latencyboard.teams.models import Role
 from tests.factories import make_team, make_user
 from tests.latencyboard.alerts.scenes import (
@@ -107,3 +109,28 @@ def test_members_who_are_not_admins_cannot_preview_and_outsiders_see_no_pipeline
     assert member.status_code == 403
     assert outsider.status_code == 400
     assert "pipeline" in outsider.json()
+
+
+def test_a_preview_past_its_deadline_stops_and_saves_nothing():
+    scene = make_scene(min_effect_ms=1.0)
+    put_history(scene)
+    compute_baselines(BASELINE_AT)
+    _, end = stored_minutes(scene)
+
+    with pytest.raises(OutOfTime):
+        preview_rule(scene.rule, [scene.stage], end, seconds=0.0)
+    assert Alert.objects.count() == 0
+
+
+def test_a_rule_watching_more_stages_than_a_preview_replays_is_refused(client):
+    scene = make_scene()
+    Stage.objects.bulk_create(
+        Stage(pipeline=scene.pipeline, name=f"step_{n}") for n in range(PREVIEW_MAX_STAGES)
+    )
+    client.force_login(make_user(scene.team, Role.ADMIN))
+    rule = {"pipeline": scene.pipeline.pk, "name": "every stage"}
+
+    answer = client.post(reverse("api-alert-rule-preview"), rule, content_type="application/json")
+
+    assert answer.status_code == 400
+    assert f"at most {PREVIEW_MAX_STAGES}" in answer.json()["stages"]

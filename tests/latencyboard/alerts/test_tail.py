@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from latencyboard.alerts.tail import count_above, quantile_intervals, threshold_of
+from latencyboard.alerts.tail import (
+    count_above,
+    counts_above_many,
+    quantile_intervals,
+    threshold_of,
+)
 from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 
@@ -46,3 +51,16 @@ def test_intervals_bracket_the_rank_bounds_within_the_sketch_error() -> None:
     assert values[468] * (1 - 2 * RELATIVE_ERROR) <= median.low <= values[468]
     assert values[531] <= median.high <= values[531] * (1 + 2 * RELATIVE_ERROR)
     assert p99.low < p99.estimate < p99.high
+
+
+def test_counts_above_many_blobs_are_those_of_each_sketch() -> None:
+    rng = np.random.default_rng(7)
+    sketches = [Sketch.from_values(rng.lognormal(3.0, 0.6, size)) for size in (1, 40, 0, 900)]
+    sketches.append(Sketch.from_values([0.0, 0.0, 12.0]))
+    baseline = Sketch.from_values(rng.lognormal(3.0, 0.5, 5000))
+    thresholds = [threshold_of(baseline, q) for q in (0.5, 0.99)]
+
+    counts, above = counts_above_many([s.to_bytes() for s in sketches], thresholds)
+
+    assert counts.tolist() == [s.count for s in sketches]
+    assert above.tolist() == [count_above(s, thresholds) for s in sketches]
