@@ -17,9 +17,15 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from latencyboard.local.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from tests.span_storage import empty_span_table
+
+# Examples have no deadline: on a loaded machine (two test processes, a browser and workers on
+# two cores) an example's wall time says nothing about the code, and a slow one failed the run.
+hypothesis_settings.register_profile("suite", deadline=None)
+hypothesis_settings.load_profile("suite")
 
 
 @dataclass(frozen=True)
