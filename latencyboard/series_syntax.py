@@ -82,6 +82,9 @@ def duration(text: str) -> dt.timedelta:
     iso = _ISO_DURATION.fullmatch(text)
     if iso and text != "P" and not text.endswith("T"):
         parts = {unit: float(value) for unit, value in iso.groupdict().items() if value}
+        seconds = sum(value * _UNITS[unit[0]].total_seconds() for unit, value in parts.items())
+        if seconds > _LARGEST_SECONDS:
+            raise TooLarge("The duration is too large.")
         return dt.timedelta(**parts)
     raise SyntaxRefused(
         "Use seconds (300), a count and a unit s, m, h, d or w (30s, 5m, 1h, 1d), or ISO 8601 "

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from latencyboard import bounds, series_syntax
+from latencyboard import bounds
 from latencyboard.prometheus import evaluation, promql
 from latencyboard.prometheus import series as catalogue
 from latencyboard.rollups.api import OrjsonRenderer
@@ -204,15 +204,9 @@ class QueryRangeView(HeavyRead, PrometheusView):
         if text is None:
             raise BadData('missing parameter "step"')
         try:
-            step = series_syntax.duration(text)
-        except series_syntax.SyntaxRefused as exc:
-            raise BadData(f'invalid parameter "step": {exc}') from None
-        if step <= dt.timedelta(0):
-            raise BadData(
-                "zero or negative query resolution step widths are not accepted. Try a "
-                "positive integer"
-            )
-        return step
+            return bounds.DurationTextField().run_validation(text)
+        except serializers.ValidationError as exc:
+            raise BadData(f'invalid parameter "step": {_first(exc)}') from None
 
 
 class LabelsView(PrometheusView):

@@ -431,6 +431,13 @@ def test_the_collector_config_batches_and_exports_over_otlphttp_with_the_token()
             "query_range",
             {"query": "latencyboard_requests", "start": "0", "end": "1", "step": "9" * 30},
         ),
+        *(
+            (
+                "query_range",
+                {"query": "latencyboard_requests", "start": "0", "end": "1", "step": step},
+            )
+            for step in ("P999999999DT24H", "PT999999999H", "401d")
+        ),
         ("series", {}),
         ("series", {"match[]": "1+1"}),
         ("labels", {"match[]": 'x{a=~"' + "a" * 300 + '"}'}),

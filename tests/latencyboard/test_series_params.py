@@ -293,3 +293,18 @@ def test_trace_search_and_exemplars_take_a_stage_by_name(client, scene):
         {"stage": ["No stage no_such_stage in this pipeline."]},
     )
     assert no_pipeline.status_code == 400
+
+
+@pytest.mark.parametrize("huge", ["P999999999DT24H", "PT999999999H", "P99999D"])
+def test_a_huge_iso_8601_duration_is_a_400_everywhere(client, scene, huge):
+    pipeline = scene["pipeline"].pk
+    asked = [(url(scene, endpoint), {"step": huge}) for endpoint in WITH_STEP]
+    asked += [(url(scene, endpoint), {"window": huge}) for endpoint in ENDPOINTS]
+    asked += [
+        ("/api/traces/", {"pipeline": pipeline, "window": huge}),
+        ("/api/traces/exemplars/", {"pipeline": pipeline, "minute": "0", "step": huge}),
+    ]
+
+    answers = {path + str(params): client.get(path, params) for path, params in asked}
+
+    assert {key: a.status_code for key, a in answers.items()} == dict.fromkeys(answers, 400)
