@@ -7,6 +7,8 @@ not exist here (404).
 
 from __future__ import annotations
 
+import re
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -19,6 +21,9 @@ from latencyboard.pipelines.forms import DerivedStageRuleForm
 from latencyboard.pipelines.models import DerivedStageRule, Pipeline
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
+
+_RULE_ID = re.compile(r"[0-9]{1,18}")
+"""A rule's id as a form posts it: ASCII digits (``str.isdigit`` takes "²"), within bigint."""
 
 
 def _subject(pipeline: Pipeline) -> Subject:
@@ -73,7 +78,11 @@ def stage_rules(request: HttpRequest, pipeline_id: int) -> HttpResponse:
         return redirect("pipeline-stage-rules", pipeline_id=pipeline.pk)
     if action == "delete":
         rule_id = request.POST.get("rule", "")
-        rule = services.delete_derived_rule(pipeline, int(rule_id)) if rule_id.isdigit() else None
+        rule = (
+            services.delete_derived_rule(pipeline, int(rule_id))
+            if _RULE_ID.fullmatch(rule_id)
+            else None
+        )
         if rule is not None:
             detail = {"rule": int(rule_id), "stage": rule.stage, "source": rule.as_rule().source}
             act(request, "pipeline.stage_rule_deleted", _subject(pipeline), detail)

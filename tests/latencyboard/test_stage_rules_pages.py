@@ -79,6 +79,17 @@ def test_a_rule_that_reads_nothing_sound_is_refused(client, pipeline, fields):
     assert not DerivedStageRule.objects.exists()
 
 
+@pytest.mark.parametrize("rule", ["\N{SUPERSCRIPT TWO}", "9" * 30, "", "x"])
+def test_deleting_a_rule_by_no_rule_id_deletes_nothing(client, pipeline, rule):
+    client.force_login(make_user(pipeline.team, role=Role.ADMIN))
+    client.post(url(pipeline), {"action": "add", "stage": "queue", "attribute": "q", "unit": "ms"})
+
+    response = client.post(url(pipeline), {"action": "delete", "rule": rule})
+
+    assert response.status_code == 302
+    assert DerivedStageRule.objects.filter(pipeline=pipeline).count() == 1
+
+
 def test_a_member_who_is_no_admin_changes_nothing(client, pipeline):
     client.force_login(make_user(pipeline.team, role=Role.VIEWER))
 
