@@ -22,6 +22,7 @@ from typing import Final
 from django.contrib.auth.models import AnonymousUser, User
 
 from latencyboard import bounds, series_query, series_syntax
+from latencyboard.pipelines.models import Stage
 from latencyboard.prometheus import series as catalogue
 from latencyboard.prometheus.promql import Unsupported
 from latencyboard.rollups import windows
@@ -56,15 +57,20 @@ def range_grid(
     now: dt.datetime,
 ) -> Grid:
     """The samples of a range query, its step coarsened as the module doc says; raises
-    :class:`Unsupported` for a range longer than ``windows.MAX_WINDOW``."""
+    :class:`Unsupported` when what they read, from a step before the first, is longer than
+    ``windows.MAX_WINDOW``."""
     end = min(end, now)
-    if end - start > windows.MAX_WINDOW:
-        raise Unsupported(f"The range may span at most {windows.MAX_WINDOW.days} days.")
     span = max((end - start).total_seconds(), 0.0)
     per_series = max(series_query.MAX_POINTS // max(series_per_pipeline, 1) - 2, 1)
     seconds = series_syntax.fitting_step(max(step.total_seconds(), span / per_series))
-    grid = dt.timedelta(seconds=seconds)
-    return Grid(windows.ceil_to(start, grid), windows.floor_to(end, grid), grid)
+    width = dt.timedelta(seconds=seconds)
+    grid = Grid(windows.ceil_to(start, width), windows.floor_to(end, width), width)
+    if not grid.empty and grid.last - (grid.first - width) > windows.MAX_WINDOW:
+        raise Unsupported(
+            f"The range, with the step its first sample describes, may span at most "
+            f"{windows.MAX_WINDOW.days} days."
+        )
+    return grid
 
 
 def instant_grid(time: dt.datetime, now: dt.datetime) -> Grid:
@@ -104,7 +110,13 @@ def _figures(
     chosen: Sequence[catalogue.Series],
     grid: Grid,
 ) -> PercentileSeries:
-    stages = list(dict.fromkeys(entry.stage_id for entry in chosen))
+    asked = list(dict.fromkeys(entry.stage_id for entry in chosen))
+    # A stage deleted since the series were chosen has no samples, the others theirs.
+    ids = [stage for stage in asked if stage is not None]
+    kept = set(
+        Stage.objects.filter(pipeline_id=pipeline_id, pk__in=ids).values_list("pk", flat=True)
+    )
+    stages = [stage for stage in asked if stage is None or stage in kept]
     levels = sorted({entry.quantile for entry in chosen if entry.quantile is not None}) or [0.5]
     return percentile_series(
         user, pipeline_id, stages, grid.first - grid.step, grid.last, grid.step, levels
@@ -114,7 +126,10 @@ def _figures(
 def _samples(
     entry: catalogue.Series, figures: PercentileSeries, grid: Grid, stamp: float | None
 ) -> list[Sample]:
-    row = [stage.id for stage in figures.stages].index(entry.stage_id)
+    rows = [stage.id for stage in figures.stages]
+    if entry.stage_id not in rows:
+        return []
+    row = rows.index(entry.stage_id)
     step = figures.step_seconds
     first_end = int(figures.start.timestamp()) + step
     samples = []

@@ -25,7 +25,10 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from latencyboard.apitokens.models import Scope
 from latencyboard.apitokens.services import issue_api_token
 from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.prometheus import evaluation, promql
+from latencyboard.prometheus import series as catalogue
 from latencyboard.rollups.models import Resolution
+from latencyboard.rollups.windows import MAX_WINDOW
 from latencyboard.sla import services
 from latencyboard.sla.models import Objective, SlaMinute, Window
 from latencyboard.teams.models import Role
@@ -450,6 +453,43 @@ def test_bad_parameters_are_a_400_in_prometheus_shape(scene, path, params):
 
     assert response.status_code == 400, response.content
     assert response.json()["errorType"] == "bad_data"
+
+
+def test_a_range_whose_first_sample_reads_past_the_longest_window_is_a_400(scene):
+    # given a day-aligned range of exactly the longest window at daily steps: its first sample,
+    # at start, describes the day before start, so the range reads one day more
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {scene.token}")
+    end = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    params = {"query": "latencyboard_requests", "end": end.isoformat(), "step": "1d"}
+
+    longest = client.get(
+        "/prometheus/api/v1/query_range", {**params, "start": (end - MAX_WINDOW).isoformat()}
+    )
+    a_day_less = client.get(
+        "/prometheus/api/v1/query_range",
+        {**params, "start": (end - MAX_WINDOW + dt.timedelta(days=1)).isoformat()},
+    )
+
+    assert longest.status_code == 400, longest.content
+    assert longest.json()["errorType"] == "bad_data"
+    assert "400 days" in longest.json()["error"]
+    assert a_day_less.status_code == 200, a_day_less.content
+
+
+def test_a_stage_deleted_while_a_query_runs_has_no_samples_and_the_others_theirs(scene):
+    # given the series a query chose, and then one of their stages deleted
+    now = dt.datetime.now(dt.UTC)
+    chosen = catalogue.select(scene.member, promql.parse_selector("latencyboard_requests"))
+    grid = evaluation.range_grid(scene.first, scene.last, dt.timedelta(hours=1), 3, now)
+    gone = scene.stages[0]
+    Stage.objects.filter(pk=gone.pk).delete()
+
+    samples = evaluation.values(scene.member, chosen, grid, now)
+
+    # (the first sample, at the range's start, counts the hour before it: none)
+    found = zip(chosen, samples, strict=True)
+    counts = {entry.labels["stage"]: len(values) for entry, values in found}
+    assert counts == {"end-to-end": HOURS + 1, gone.name: 0, scene.stages[1].name: HOURS + 1}
 
 
 def test_an_instant_query_at_the_epoch_answers_nothing(scene):
