@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from rest_framework import serializers
 
-from latencyboard import bounds, series_syntax
+from latencyboard import bounds
 from latencyboard.moments import iso_utc
 from latencyboard.pipelines.mapping import END_TO_END, MAX_STAGE_NAME
 from latencyboard.storage.span_events import StoredEvent
@@ -66,7 +66,7 @@ class TraceSearchQuerySerializer(serializers.Serializer):
         required=False,
         help_text=f"Root spans starting before this. At most {_WINDOW_HOURS} h after start.",
     )
-    window = serializers.CharField(
+    window = bounds.DurationTextField(
         required=False,
         help_text="Instead of start and end: the window ending now, like 15m, 1h or 24h "
         "(whole minutes, in the series endpoints' syntax).",
@@ -104,7 +104,7 @@ class TraceSearchQuerySerializer(serializers.Serializer):
             filters.append(AttributeFilter(key.strip(), wanted.strip()))
         return tuple(filters)
 
-    def validate_window(self, value: str) -> dt.timedelta:
+    def validate_window(self, value: dt.timedelta) -> dt.timedelta:
         return _minutes(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -140,8 +140,8 @@ class ExemplarQuerySerializer(serializers.Serializer):
         help_text="The minute, ISO 8601; seconds are dropped (UTC unless an offset is given). "
         "With step: the first minute of the bucket."
     )
-    step = serializers.CharField(
-        default="1m",
+    step = bounds.DurationTextField(
+        default=MINUTE,
         help_text="The bucket's length from minute, as the percentile charts step: 1m, 15m, "
         f"1h, 900… Whole minutes, at most {_WINDOW_HOURS}h.",
     )
@@ -162,7 +162,7 @@ class ExemplarQuerySerializer(serializers.Serializer):
     def validate_stage(self, value: str) -> int | str | None:
         return _stage(value)
 
-    def validate_step(self, value: str) -> dt.timedelta:
+    def validate_step(self, value: dt.timedelta) -> dt.timedelta:
         return _minutes(value)
 
     def validate_near(self, value: str) -> float:
@@ -184,16 +184,12 @@ class ExemplarQuerySerializer(serializers.Serializer):
         }
 
 
-def _minutes(value: str) -> dt.timedelta:
-    """A duration in the series endpoints' syntax (:mod:`latencyboard.series_syntax`) of
-    whole minutes, from one minute to ``MAX_WINDOW``."""
-    try:
-        found = series_syntax.duration(value)
-    except series_syntax.SyntaxRefused as exc:
-        raise serializers.ValidationError(str(exc)) from None
-    if not MINUTE <= found <= MAX_WINDOW or found % MINUTE:
+def _minutes(value: dt.timedelta) -> dt.timedelta:
+    """``value`` (read by :class:`bounds.DurationTextField`) when it is whole minutes, from
+    one minute to ``MAX_WINDOW``."""
+    if not MINUTE <= value <= MAX_WINDOW or value % MINUTE:
         raise serializers.ValidationError(f"Whole minutes from 1m to {_WINDOW_HOURS}h.")
-    return found
+    return value
 
 
 def _stage(value: str) -> int | str | None:
