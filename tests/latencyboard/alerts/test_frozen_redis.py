@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kombu.pools
 import pytest
 from django.db import connections
 from django.test import Client
@@ -36,18 +37,24 @@ def frozen_broker(scratch_dir: Path, settings: Any) -> Iterator[None]:
     redis.start()
     assert redis.process is not None
     kept = app.conf.broker_url
-    app.pool.force_close_all()
-    app._pool = None
-    app.conf.broker_url = redis.url
+    _publish_to(redis.url)
     os.kill(redis.process.pid, signal.SIGSTOP)
     try:
         yield
     finally:
         os.kill(redis.process.pid, signal.SIGCONT)
-        app.pool.force_close_all()
-        app._pool = None
-        app.conf.broker_url = kept
+        _publish_to(kept)
         redis.stop()
+
+
+def _publish_to(broker_url: str) -> None:
+    """Point the app's publishing at ``broker_url``. Kombu keeps connection and producer pools
+    per broker URL in process-wide registries: they are closed and emptied (not only the app's
+    own reference), or the next test's send acquires from a closed pool."""
+    kombu.pools.reset()
+    app._pool = None
+    app.amqp._producer_pool = None
+    app.conf.broker_url = broker_url
 
 
 def _post_in_time(client: Client, url: str) -> int | None:
