@@ -14,7 +14,7 @@ from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -71,6 +71,8 @@ class ReportListView(APIView):
             )
         except DjangoValidationError as error:
             raise ValidationError(error.message_dict) from error
+        except services.ReportsPending as busy:
+            raise Throttled(detail=str(busy)) from busy
         body = ReportSerializer(report, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)
 

@@ -54,6 +54,8 @@ def report_list(request: HttpRequest) -> HttpResponse:
             )
         except ValidationError as error:
             form.add_error(None, error)
+        except services.ReportsPending as busy:
+            form.add_error(None, str(busy))
         else:
             messages.success(request, f"Report #{report.pk} queued: it is built in the background.")
             return redirect("audits:report-list")
