@@ -83,6 +83,7 @@ class PipelinePercentilesView(HeavyRead, APIView):
                 component_name="PercentilesAnswer",
                 serializers=[PercentileSeriesSerializer, LongRowSerializer(many=True)],
                 resource_type_field_name=None,
+                many=False,
             ),
             400: OpenApiResponse(description="Invalid parameters, with an error per field."),
             404: OpenApiResponse(description="No such pipeline in your teams."),
