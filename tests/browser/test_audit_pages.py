@@ -40,8 +40,8 @@ def test_auditor_opens_a_finished_report_and_the_audit_log(page, live_web):
     page.wait_for_selector("text=report.requested")
     screenshot(page, "audit-log")
 
-    # then the report lists its ten files (8 CSVs, the PDF, the manifest), the log its request,
-    # and nothing was refused
-    assert files == 10
+    # then the report lists its eleven files (8 CSVs, the PDF, the manifest and its signature),
+    # the log its request, and nothing was refused
+    assert files == 11
     assert page.evaluate("window.__violations") == []
     assert problems == []
