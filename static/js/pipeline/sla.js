@@ -53,13 +53,14 @@
   }
 
   /** The period's budget at each step of the window: the burn-down counted from the period's
-   * start, in steps no finer than the window's. */
+   * start to the end of the header's period (the server's minute, which a page loaded just
+   * before a minute turned is one behind), in steps no finer than the window's. */
   async function periodBudget(objective, body, range) {
     const from = Date.parse(body.window.start);
-    const minutes = (Date.parse(range.end) - from) / 60000;
+    const minutes = (Date.parse(body.window.end) - from) / 60000;
     const step = Math.max(range.step, Math.ceil(minutes / MAX_STEPS) * 60);
     const period = await C.getJson(objective.attainmentUrl, {
-      start: body.window.start, end: range.end, step: String(step),
+      start: body.window.start, end: body.window.end, step: String(step),
     });
     const start = Date.parse(range.start);
     return period.burn_down.filter((p) => p.remaining_percent !== null && Date.parse(p.at) >= start);
