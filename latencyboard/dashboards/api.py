@@ -88,7 +88,11 @@ class _ChartView(HeavyRead, APIView):
     "(under some 1,000 requests) the tail figures are null: too few to mean anything. A "
     "stage's self time is its duration less the union of its children's; children running "
     "in parallel each keep their own, so shares divide the work done, which can exceed the "
-    "wall-clock time.",
+    "wall-clock time. The critical-path figures divide the wall-clock time instead: a "
+    "request's time on its critical path (walking back from the root's end, the child that "
+    "finishes last, then the last one finishing before it starts, and so on, recursively; "
+    "the parent's own time fills the gaps), so of parallel children only the one waited for "
+    "counts and a request's stages add up to its end-to-end time.",
     WindowQuerySerializer,
     StageBreakdownSerializer,
 )

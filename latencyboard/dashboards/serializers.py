@@ -85,6 +85,21 @@ class StageFiguresSerializer(serializers.Serializer[Any]):
     share_tail = serializers.FloatField(
         allow_null=True, help_text="Share of the slowest 1%'s self time; null as above."
     )
+    mean_critical_ms_all = serializers.FloatField(
+        allow_null=True,
+        help_text="Mean time per request on its critical path (the spans it waited for: of "
+        "parallel ones only the last to finish); null when `critical_shown` is false.",
+    )
+    mean_critical_ms_tail = serializers.FloatField(
+        allow_null=True, help_text="The same among the slowest 1%; null as for both."
+    )
+    share_critical_all = serializers.FloatField(
+        allow_null=True,
+        help_text="Share of the requests' end-to-end time on the critical path, 0 to 1.",
+    )
+    share_critical_tail = serializers.FloatField(
+        allow_null=True, help_text="The same among the slowest 1%; null as for both."
+    )
 
 
 class StageShareSeriesSerializer(serializers.Serializer[Any]):
@@ -125,6 +140,11 @@ class StageBreakdownSerializer(serializers.Serializer[Any]):
     )
     mean_root_ms_all = serializers.FloatField(source="summary.mean_root_ms_all", allow_null=True)
     mean_root_ms_tail = serializers.FloatField(source="summary.mean_root_ms_tail", allow_null=True)
+    critical_shown = serializers.BooleanField(
+        source="summary.critical_shown",
+        help_text="Whether the critical-path figures are given: false when the window has "
+        "stage shares computed before critical paths were.",
+    )
     stages = StageFiguresSerializer(source="summary.stages", many=True)
     series = ShareSeriesSerializer()
 

@@ -134,6 +134,9 @@ class StageShare(BucketRow):
     bucket) and ``key_root_ms`` (their root durations summed). ``self_ms_sum`` adds this
     stage's self time over the requests (a stage appearing twice in a request counts twice),
     ``key_self_ms`` the same per root bucket. Means are sums over counts, at any resolution.
+    ``critical_ms_sum`` and ``key_critical_ms`` are the stage's time on the requests' critical
+    paths (``rollups.critical_path``), in all and per root bucket: over a bucket's stages
+    they add up to ``root_ms_sum``, where self times add up to the work done.
 
     The root buckets are what let any window, summed from rows of any resolution, find its
     own slowest 1% (``rollups.tails``): the requests above the window's p99, not each
@@ -153,6 +156,9 @@ class StageShare(BucketRow):
     key_requests = ArrayField(models.BigIntegerField(), default=list)
     key_root_ms = ArrayField(models.FloatField(), default=list)
     key_self_ms = ArrayField(models.FloatField(), default=list)
+    # Null on rows written before critical paths were (and on hours and days summing any).
+    critical_ms_sum = models.FloatField(null=True)
+    key_critical_ms = ArrayField(models.FloatField(), null=True)
 
     class Meta:
         constraints = _identity(["pipeline", "stage"], "stage_share_identity_unique")

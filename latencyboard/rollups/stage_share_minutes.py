@@ -43,7 +43,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from latencyboard.rollups import tails
+from latencyboard.rollups import critical_path, tails
 from latencyboard.storage.stage_share_rows import StageMinute, TraceSpans
 
 _NS_PER_MINUTE: Final = 60 * 10**9
@@ -62,9 +62,18 @@ def self_time_ns(spans: TraceSpans) -> IntArray:
     return result
 
 
+def critical_time_ns(spans: TraceSpans) -> IntArray:
+    """Each span's time on its request's critical path in nanoseconds, in input order (see
+    ``critical_path``; 0 for an orphan, a repeated span id, and a span off the path)."""
+    tree = _Tree.of(spans)
+    result = np.zeros(len(spans), dtype=np.int64)
+    result[tree.order] = tree.critical_ns
+    return result
+
+
 def stage_minutes(spans: TraceSpans) -> list[StageMinute]:
-    """Sum the spans' self times per (minute of their request's root, stage), in all and
-    per root-duration bucket of the minute.
+    """Sum the spans' self times and critical-path times per (minute of their request's
+    root, stage), in all and per root-duration bucket of the minute.
 
     A stage present in a request has its row even when its self time is 0, so every minute
     with requests has a row for its roots' stages at least. Sorted by (minute, stage). Every
@@ -101,15 +110,21 @@ def stage_minutes(spans: TraceSpans) -> list[StageMinute]:
     counted = tree.request >= 0
     request = root_number[tree.request[counted]]
     stage, self_ns = tree.stage[counted], tree.self_ns[counted]
+    critical_ns = tree.critical_ns[counted]
     stages = np.unique(stage)
     stage_index = np.searchsorted(stages, stage)
     cell = minute_of[request] * len(stages) + stage_index
     cells = minutes * len(stages)
     present = np.flatnonzero(np.bincount(cell, minlength=cells))
     self_sum = _sum_by(cell, self_ns, cells)
-    slot_self = _sum_by(
-        stage_index * len(slot_minute) + slot_of[request], self_ns, len(stages) * len(slot_minute)
-    ).reshape(len(stages), len(slot_minute))
+    critical_sum = _sum_by(cell, critical_ns, cells)
+    stage_slot = stage_index * len(slot_minute) + slot_of[request]
+    slot_self = _sum_by(stage_slot, self_ns, len(stages) * len(slot_minute)).reshape(
+        len(stages), len(slot_minute)
+    )
+    slot_critical = _sum_by(stage_slot, critical_ns, len(stages) * len(slot_minute)).reshape(
+        len(stages), len(slot_minute)
+    )
 
     bounds = np.append(minute_first_slot, len(slot_minute))
     rows = []
@@ -126,6 +141,10 @@ def stage_minutes(spans: TraceSpans) -> list[StageMinute]:
                 key_requests=tuple(slot_requests[lo:hi].tolist()),
                 key_root_ms=tuple((slot_root_ns[lo:hi] / _NS_PER_MS).tolist()),
                 key_self_ms=tuple((slot_self[c % len(stages), lo:hi] / _NS_PER_MS).tolist()),
+                critical_ms_sum=int(critical_sum[c]) / _NS_PER_MS,
+                key_critical_ms=tuple(
+                    (slot_critical[c % len(stages), lo:hi] / _NS_PER_MS).tolist()
+                ),
             )
         )
     return rows
@@ -147,6 +166,7 @@ class _Tree:
     kept: BoolArray  # false for the repeats of a span id in its trace
     request: IntArray
     self_ns: IntArray
+    critical_ns: IntArray
 
     @classmethod
     def of(cls, spans: TraceSpans) -> _Tree:
@@ -161,7 +181,8 @@ class _Tree:
         kept = _starts(trace, span_id)
         linked = spans.has_parent[order] & kept & ~is_root
         parent = _parents(trace, span_id, spans.parent_span_id[order], linked)
-        request = _requests(parent, trace, start, is_root & kept)
+        roots = is_root & kept
+        request = _requests(parent, trace, start, roots)
         request[~kept] = -1
         return cls(
             order=order,
@@ -172,6 +193,7 @@ class _Tree:
             kept=kept,
             request=request,
             self_ns=np.where(kept, duration - _covered(parent, start, duration), 0),
+            critical_ns=critical_path.critical_ns(parent, start, duration, roots),
         )
 
 

@@ -98,22 +98,25 @@ WHERE pipeline_id = %(pipeline)s AND resolution = %(resolution)s
 _INSERT_ROWS: Final = f"""
 INSERT INTO {STAGE_SHARE} (
     team_id, pipeline_id, stage_id, resolution, bucket_start, requests, self_ms_sum,
-    root_ms_sum, root_keys, key_requests, key_root_ms, key_self_ms
+    root_ms_sum, root_keys, key_requests, key_root_ms, key_self_ms, critical_ms_sum,
+    key_critical_ms
 )
 SELECT %(team)s, %(pipeline)s, u.stage_id, %(resolution)s, to_timestamp(u.bucket), u.requests,
        u.self_ms_sum, u.root_ms_sum, k.keys[u.lo:u.hi], k.requests[u.lo:u.hi],
-       k.root[u.lo:u.hi], k.self[u.lo:u.hi]
+       k.root[u.lo:u.hi], k.self[u.lo:u.hi], u.critical_ms_sum,
+       CASE WHEN u.critical_ms_sum IS NOT NULL THEN k.critical[u.lo:u.hi] END
 FROM unnest(
     %(stage)b::int8[], %(bucket)b::int8[], %(requests)b::int8[], %(self)b::float8[],
-    %(root)b::float8[], %(lo)b::int4[], %(hi)b::int4[]
-) AS u(stage_id, bucket, requests, self_ms_sum, root_ms_sum, lo, hi),
+    %(root)b::float8[], %(lo)b::int4[], %(hi)b::int4[], %(critical)b::float8[]
+) AS u(stage_id, bucket, requests, self_ms_sum, root_ms_sum, lo, hi, critical_ms_sum),
 (SELECT %(keys)b::int4[] AS keys, %(key_requests)b::int8[] AS requests,
-        %(key_root)b::float8[] AS root, %(key_self)b::float8[] AS self) AS k
+        %(key_root)b::float8[] AS root, %(key_self)b::float8[] AS self,
+        %(key_critical)b::float8[] AS critical) AS k
 """  # noqa: S608 - a constant table name, no input
 _FINE_ROWS: Final = f"""
 SELECT extract(epoch FROM date_bin(%(width)s, bucket_start, 'epoch'))::int8,
        extract(epoch FROM bucket_start)::int8, stage_id, requests, self_ms_sum, root_ms_sum,
-       root_keys, key_requests, key_root_ms, key_self_ms
+       root_keys, key_requests, key_root_ms, key_self_ms, critical_ms_sum, key_critical_ms
 FROM {STAGE_SHARE}
 WHERE pipeline_id = %(pipeline)s AND resolution = %(fine)s
   AND bucket_start >= %(start)s AND bucket_start < %(end)s
@@ -155,6 +158,11 @@ class StageMinute:
     sketch bucket of their root duration (keys ascending), and their root durations summed
     per bucket. ``key_self_ms`` is this stage's self time over each key's requests. Minute
     sums are exact nanosecond sums, in milliseconds.
+
+    ``critical_ms_sum`` and ``key_critical_ms`` are the same sums of the stage's time on its
+    requests' critical paths (``rollups.critical_path``): over the stages of a bucket they add
+    up to ``root_ms_sum``. None for rows written before critical paths were (and the hours
+    and days that sum any of them).
     """
 
     bucket: int  # start of the bucket, Unix seconds
@@ -166,6 +174,8 @@ class StageMinute:
     key_requests: tuple[int, ...]
     key_root_ms: tuple[float, ...]
     key_self_ms: tuple[float, ...]
+    critical_ms_sum: float | None
+    key_critical_ms: tuple[float, ...] | None
 
 
 def decode_trace_spans(data: bytes) -> TraceSpans:
@@ -289,6 +299,10 @@ def insert_rows(
             "key_requests": [n for row in rows for n in row.key_requests],
             "key_root": [ms for row in rows for ms in row.key_root_ms],
             "key_self": [ms for row in rows for ms in row.key_self_ms],
+            "critical": [row.critical_ms_sum for row in rows],
+            "key_critical": [
+                ms for row in rows for ms in (row.key_critical_ms or (0.0,) * len(row.root_keys))
+            ],
         },
     )
 
@@ -317,12 +331,13 @@ def sum_finer(
 
 def sum_rows(fine_rows: Sequence[tuple[Any, ...]]) -> list[StageMinute]:
     """Coarse rows from fine ones given as ``(coarse bucket, fine bucket, stage, requests,
-    self, root, keys, key requests, key root, key self)`` in (fine bucket, stage) order.
+    self, root, keys, key requests, key root, key self, critical, key critical)`` in (fine
+    bucket, stage) order.
 
     Each fine bucket's totals, repeated on its stages' rows, are counted once; the coarse
     bucket's keys are those of all its fine buckets, and a stage absent from some of them
     has 0 self time there. Sums are taken in fine-bucket order, so the same rows always
-    give the same floats.
+    give the same floats. A coarse bucket has critical-path sums only if all its fine rows do.
     """
     buckets: dict[int, dict[int, tuple[Any, ...]]] = {}
     stages: dict[int, dict[int, list[tuple[Any, ...]]]] = {}
@@ -340,10 +355,15 @@ def sum_rows(fine_rows: Sequence[tuple[Any, ...]]) -> list[StageMinute]:
         np.add.at(key_root, where, np.concatenate([r[8] for r in fines.values()]))
         requests = sum(r[3] for r in fines.values())
         root = sum(r[5] for r in fines.values())
+        critical = all(r[10] is not None for rows in stages[coarse].values() for r in rows)
         for stage, rows in sorted(stages[coarse].items()):
             key_self = np.zeros(len(merged_keys))
+            key_critical = np.zeros(len(merged_keys))
             for r in rows:
-                key_self[np.searchsorted(merged_keys, r[6])] += r[9]
+                at = np.searchsorted(merged_keys, r[6])
+                key_self[at] += r[9]
+                if critical:
+                    key_critical[at] += r[11]
             result.append(
                 StageMinute(
                     bucket=coarse,
@@ -355,6 +375,8 @@ def sum_rows(fine_rows: Sequence[tuple[Any, ...]]) -> list[StageMinute]:
                     key_requests=tuple(key_requests.tolist()),
                     key_root_ms=tuple(key_root.tolist()),
                     key_self_ms=tuple(key_self.tolist()),
+                    critical_ms_sum=sum(r[10] for r in rows) if critical else None,
+                    key_critical_ms=tuple(key_critical.tolist()) if critical else None,
                 )
             )
     return result
@@ -366,92 +388,3 @@ def delete_expired(
     """Delete the ``resolution`` rows before ``before`` whose ``coarser`` bucket each
     pipeline's watermark has left."""
     cursor.execute(_RETENTION, {"resolution": resolution, "before": before, "coarser": coarser})
-
-
-# The rows of some pipelines' segments (pipeline, resolution, [lo, hi)) with the step bucket
-# each falls in: date_bin(stride, bucket_start, origin).
-_SEGMENT_ROWS: Final = f"""
-SELECT t.*, date_bin(%(stride)s, t.bucket_start, %(origin)s) AS bucket
-FROM unnest(%(seg_pipeline)s::int8[], %(seg_resolution)s::text[], %(seg_lo)s::timestamptz[],
-            %(seg_hi)s::timestamptz[]) AS s(pipeline_id, resolution, lo, hi)
-JOIN {STAGE_SHARE} t ON t.pipeline_id = s.pipeline_id AND t.resolution = s.resolution
-  AND t.bucket_start >= s.lo AND t.bucket_start < s.hi
-"""  # noqa: S608 - a constant table name, no input
-# Each row's bucket totals are repeated on its stages' rows: one row per row bucket.
-_DISTRIBUTION: Final = f"""
-WITH one_per_bucket AS (
-    SELECT DISTINCT ON (pipeline_id, resolution, bucket_start) *
-    FROM ({_SEGMENT_ROWS}) AS r
-    ORDER BY pipeline_id, resolution, bucket_start
-)
-SELECT o.pipeline_id, o.bucket, k.key, sum(k.requests)::int8,
-       sum(k.root_ms ORDER BY o.bucket_start)
-FROM one_per_bucket o,
-     unnest(o.root_keys, o.key_requests, o.key_root_ms) AS k(key, requests, root_ms)
-GROUP BY o.pipeline_id, o.bucket, k.key
-ORDER BY o.pipeline_id, o.bucket, k.key
-"""  # noqa: S608 - constant SQL, no input
-_STAGE_SUMS: Final = f"""
-SELECT r.pipeline_id, r.bucket, r.stage_id, sum(r.self_ms_sum ORDER BY r.bucket_start),
-       sum(CASE WHEN c.key IS NOT NULL THEN
-               (SELECT coalesce(sum(u.self_ms), 0) FROM unnest(r.root_keys, r.key_self_ms)
-                AS u(key, self_ms) WHERE u.key > c.key) END ORDER BY r.bucket_start)
-FROM ({_SEGMENT_ROWS}) AS r
-LEFT JOIN unnest(%(cut_pipeline)s::int8[], %(cut_bucket)s::timestamptz[], %(cut_key)s::int4[])
-    AS c(pipeline_id, bucket, key) ON c.pipeline_id = r.pipeline_id AND c.bucket = r.bucket
-GROUP BY r.pipeline_id, r.bucket, r.stage_id
-"""  # noqa: S608 - constant SQL, no input
-
-
-@dataclass(frozen=True, slots=True)
-class WindowSegment:
-    """Read ``pipeline_id``'s rows of ``resolution`` starting in ``[start, end)``."""
-
-    pipeline_id: int
-    resolution: str
-    start: dt.datetime
-    end: dt.datetime
-
-
-def _segment_params(
-    segments: Sequence[WindowSegment], stride: dt.timedelta, origin: dt.datetime
-) -> dict[str, Any]:
-    return {
-        "stride": stride,
-        "origin": origin,
-        "seg_pipeline": [s.pipeline_id for s in segments],
-        "seg_resolution": [s.resolution for s in segments],
-        "seg_lo": [s.start for s in segments],
-        "seg_hi": [s.end for s in segments],
-    }
-
-
-def root_distribution(
-    cursor: psycopg.Cursor[Any],
-    segments: Sequence[WindowSegment],
-    stride: dt.timedelta,
-    origin: dt.datetime,
-) -> list[tuple[int, dt.datetime, int, int, float]]:
-    """``(pipeline, step bucket, root key, requests, root ms)`` of the segments' rows, the
-    requests of each step bucket (``date_bin(stride, bucket_start, origin)``) counted per
-    root-duration bucket; ordered."""
-    return cursor.execute(_DISTRIBUTION, _segment_params(segments, stride, origin)).fetchall()
-
-
-def stage_sums(
-    cursor: psycopg.Cursor[Any],
-    segments: Sequence[WindowSegment],
-    stride: dt.timedelta,
-    origin: dt.datetime,
-    cuts: Sequence[tuple[int, dt.datetime, int]],
-) -> list[tuple[int, dt.datetime, int, float, float | None]]:
-    """``(pipeline, step bucket, stage, self ms, tail self ms)`` of the segments' rows: the
-    tail of a step bucket is its requests with a root key above the bucket's cut in ``cuts``
-    (``(pipeline, step bucket, key)``), None for a bucket without a cut."""
-    params = {
-        **_segment_params(segments, stride, origin),
-        "cut_pipeline": [cut[0] for cut in cuts],
-        "cut_bucket": [cut[1] for cut in cuts],
-        "cut_key": [cut[2] for cut in cuts],
-    }
-    return cursor.execute(_STAGE_SUMS, params).fetchall()

@@ -616,8 +616,9 @@ def test_a_call_into_another_pipeline_is_the_callers_own_time(writer):
 # ----- the breakdown -----------------------------------------------------------------------------
 
 
-def figures(stage: str, all_ms: float) -> StageFigures:
-    """A stage's figures over the four hand-built requests: far too few for a slowest 1%."""
+def figures(stage: str, all_ms: float, critical_ms: float) -> StageFigures:
+    """A stage's figures over the four hand-built requests: far too few for a slowest 1%.
+    Their work is 470 ms, their end-to-end time 410 ms."""
     return StageFigures(
         stage_id=Pipeline.objects.get().stages.get(name=stage).pk,
         stage=stage,
@@ -625,6 +626,8 @@ def figures(stage: str, all_ms: float) -> StageFigures:
         mean_self_ms_tail=None,
         share_all=all_ms / 470,
         share_tail=None,
+        mean_critical_ms_all=critical_ms / 4,
+        share_critical_all=critical_ms / 410,
     )
 
 
@@ -642,16 +645,20 @@ def test_breakdown_means_and_shares(writer):
     assert (breakdown.requests, breakdown.tail_requests, breakdown.tail_shown) == (4, 1, False)
     assert breakdown.p99_ms == pytest.approx(100, rel=0.01)
     assert (breakdown.mean_root_ms_all, breakdown.mean_root_ms_tail) == (410 / 4, None)
+    # and on the critical path the parallel request's second hydration and the orphan count
+    # nothing, its root the 15 ms before the hydration it waited for
+    assert breakdown.critical_shown
     assert breakdown.stages == (
-        figures("model_forward", 220),
-        figures("predict", 65),
-        figures("feature_hydration", 60),
-        figures("postprocess", 40),
-        figures("serialize", 35),
-        figures("queue_wait", 30),
-        figures("preprocess", 20),
+        figures("model_forward", 220, 220),
+        figures("predict", 65, 75),
+        figures("feature_hydration", 60, 30),
+        figures("postprocess", 40, 0),
+        figures("serialize", 35, 35),
+        figures("queue_wait", 30, 30),
+        figures("preprocess", 20, 20),
     )
     assert sum(f.share_all for f in breakdown.stages) == pytest.approx(1.0, abs=1e-12)
+    assert sum(f.share_critical_all or 0 for f in breakdown.stages) == pytest.approx(1, abs=1e-12)
 
 
 @db
@@ -667,7 +674,7 @@ def test_breakdown_reads_hours_once_minutes_expired(writer):
 
     # then the window widens to the hour, whose row says the same
     assert (breakdown.start, breakdown.end) == (T0, T0 + HOUR)
-    assert breakdown.stages[0] == figures("model_forward", 220)
+    assert breakdown.stages[0] == figures("model_forward", 220, 220)
     assert rows(team, "hour") == expected_rows(T0)
 
 
