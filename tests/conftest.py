@@ -118,7 +118,7 @@ def child_env(services: Services, test_database_url: str) -> dict[str, str]:
         {
             "DATABASE_URL": test_database_url,
             "REDIS_URL": services.redis_url,
-            "DJANGO_SETTINGS_MODULE": "latencyboard.settings",
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
             "PYTHONUNBUFFERED": "1",
         }
     )
