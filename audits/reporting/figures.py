@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import BigIntegerField, F, Func, Q, Sum
-from django.db.models.functions import Cast
+from django.db.models import Sum
 
 from audits.models import AuditEvent, Report
 from audits.reporting import alert_figures, percentile_figures, periods
@@ -27,13 +26,10 @@ from audits.reporting.handling import HandledAlert
 from audits.reporting.percentile_figures import Percentiles
 from audits.reporting.periods import Period
 from latencyboard.sla import attainment as maths
-from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
+from latencyboard.sla import queries as sla_queries
+from latencyboard.sla.models import Objective
 from latencyboard.sla.versions import Version, versions_of
 from latencyboard.spans.models import IngestBatch
-
-
-class _Epoch(Func):
-    template = "EXTRACT(EPOCH FROM %(expressions)s)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,16 +144,6 @@ def _as_of(versions: Sequence[Version], at: dt.datetime) -> list[Version]:
     return kept
 
 
-def _windows(objective: Objective, at: dt.datetime, quarter: Period) -> list[MaintenanceWindow]:
-    return list(
-        MaintenanceWindow.objects.filter(Q(objective=objective) | Q(pipeline=objective.pipeline_id))
-        .filter(created_at__lte=at, start__lt=quarter.end, end__gt=quarter.start)
-        .filter(Q(deleted_at__isnull=True) | Q(deleted_at__gt=at))
-        .select_related("created_by")
-        .order_by("start", "id")
-    )
-
-
 def _stage_name(objective: Objective) -> str:
     return objective.stage.name if objective.stage is not None else "end-to-end"
 
@@ -170,32 +156,16 @@ def _objective_figures(
     objective: Objective, data_end: dt.datetime, at: dt.datetime, quarter: Period
 ) -> tuple[list[Attainment], list[Exclusion], list[Completeness], list[VersionRow]]:
     months = periods.months(quarter.start.year, quarter.start.month // 3 + 1)
-    rows = np.array(
-        SlaMinute.objects.filter(
-            objective=objective, minute__gte=quarter.start, minute__lt=min(quarter.end, data_end)
-        )
-        .annotate(epoch=Cast(_Epoch(F("minute")), BigIntegerField()))
-        .order_by("minute")
-        .values_list("epoch", "good", "total"),
-        dtype=np.int64,
-    ).reshape(-1, 3)
-    minute, good, total = rows[:, 0], rows[:, 1], rows[:, 2]
-    windows = _windows(objective, at, quarter)
-    excluded = np.zeros(len(minute), dtype=bool)
-    for r in maths.excluded_minutes(
-        ((w.start, w.end) for w in windows), quarter.start, quarter.end
-    ):
-        excluded |= (minute >= maths.unix_seconds(r.start)) & (minute < maths.unix_seconds(r.end))
+    counts_read = sla_queries.counted(objective, quarter.start, quarter.end, as_of=at)
+    per_minute = counts_read.per_minute()
+    minute, good, total = per_minute.epochs, per_minute.good, per_minute.total
+    excluded = per_minute.excluded
+    windows = list(sla_queries.windows_in_force(objective, quarter.start, quarter.end, as_of=at))
 
     def counts(mask: np.ndarray) -> maths.Counts:
         return maths.Counts(int(good[mask].sum()), int(total[mask].sum()))
 
-    first = (
-        SlaMinute.objects.filter(objective=objective, minute__lt=data_end)
-        .order_by("minute")
-        .first()
-    )
-    counters_from = None if first is None else first.minute
+    counters_from = sla_queries.first_counted_minute(objective, data_end)
     attainment = []
     versions = _as_of(versions_of(objective), at)
     for index, version in enumerate(versions):

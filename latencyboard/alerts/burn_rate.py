@@ -32,6 +32,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from latencyboard.sla import burn
+
 __all__ = [
     "SRE_WORKBOOK",
     "BurnCondition",
@@ -113,14 +115,12 @@ def _window(
     total: npt.NDArray[np.int64],
     end: int,
     minutes: int,
-    budget: Fraction,
+    target: Fraction,
 ) -> WindowBurn:
     first = max(0, end - minutes)
     window_good, window_total = int(good[first:end].sum()), int(total[first:end].sum())
-    burn = Fraction(0)
-    if window_total:
-        burn = Fraction(window_total - window_good, window_total) / budget
-    return WindowBurn(minutes, window_good, window_total, burn)
+    rate = burn.burn_rate(window_good, window_total, target)
+    return WindowBurn(minutes, window_good, window_total, Fraction(0) if rate is None else rate)
 
 
 def evaluate(
@@ -148,12 +148,11 @@ def evaluate(
     objective = _exact(target)
     if not 0 < objective < 1:
         raise ValueError(f"target must lie in (0, 1), got {target!r}")
-    budget = 1 - objective
     end = min(good_counts.size, max(0, (now - start) // MINUTE))
     results = []
     for condition in conditions:
-        long = _window(good_counts, total_counts, end, condition.long_minutes, budget)
-        short = _window(good_counts, total_counts, end, condition.short_minutes, budget)
+        long = _window(good_counts, total_counts, end, condition.long_minutes, objective)
+        short = _window(good_counts, total_counts, end, condition.short_minutes, objective)
         firing = long.burn_rate >= condition.factor and short.burn_rate >= condition.factor
         results.append(ConditionResult(condition, long, short, firing))
     return BurnEvaluation(objective, now, tuple(results))

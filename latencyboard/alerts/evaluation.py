@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 from django.conf import settings
 from django.db import transaction
 
@@ -24,7 +23,8 @@ from latencyboard.dashboards.queries import root_stages
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.queries import END_TO_END
 from latencyboard.sla import attainment
-from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
+from latencyboard.sla import queries as sla_queries
+from latencyboard.sla.models import Objective
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def _burn_rate(
     for objective in objectives:
         if objective.stage_id not in names:
             continue
-        good, total = _counts(objective, start, end)
+        good, total = sla_queries.counted(objective, start, end).per_minute().kept()
         result = burn_rate.evaluate(
             good, total, start, now, objective.target_percent / Decimal(100)
         )
@@ -191,29 +191,3 @@ def _burn_rate(
                 finding.summary = evidence.burn_summary(str(rule.pipeline), name, found)
         elif any(result.long.total for result in result.conditions):
             finding.outcomes.append(lifecycle.Outcome.CLEAN)
-
-
-def _counts(
-    objective: Objective, start: dt.datetime, end: dt.datetime
-) -> tuple[np.ndarray[Any, np.dtype[np.int64]], np.ndarray[Any, np.dtype[np.int64]]]:
-    """Per-minute good and total counts of ``[start, end)``, the minutes of maintenance
-    windows left out as they are from the error budget."""
-    size = int((end - start) / MINUTE)
-    good = np.zeros(size, dtype=np.int64)
-    total = np.zeros(size, dtype=np.int64)
-    rows = SlaMinute.objects.filter(
-        objective=objective, minute__gte=start, minute__lt=end
-    ).values_list("minute", "good", "total")
-    for minute, minute_good, minute_total in rows.iterator():
-        index = int((minute - start) / MINUTE)
-        good[index], total[index] = minute_good, minute_total
-    maintenance = MaintenanceWindow.objects.filter(
-        deleted_at__isnull=True, start__lt=end, end__gt=start
-    ).filter(objective=objective) | MaintenanceWindow.objects.filter(
-        deleted_at__isnull=True, start__lt=end, end__gt=start, pipeline=objective.pipeline_id
-    )
-    spans = maintenance.values_list("start", "end")
-    for excluded in attainment.excluded_minutes(spans, start, end):
-        first, last = int((excluded.start - start) / MINUTE), int((excluded.end - start) / MINUTE)
-        good[first:last], total[first:last] = 0, 0
-    return good, total

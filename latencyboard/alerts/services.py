@@ -26,7 +26,7 @@ from latencyboard.alerts.models import (
     Silence,
 )
 from latencyboard.audit_trail import Subject, act
-from latencyboard.sla.models import MaintenanceWindow
+from latencyboard.sla import queries as sla_queries
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
 
@@ -57,11 +57,7 @@ def suppressed_by(alert: Alert, now: dt.datetime) -> str | None:
     )
     if silence is not None:
         return f"silenced until {silence.until:%Y-%m-%d %H:%M} UTC: {silence.reason}"
-    maintenance = (
-        MaintenanceWindow.objects.filter(deleted_at__isnull=True, start__lte=now, end__gt=now)
-        .filter(Q(pipeline=alert.pipeline_id) | Q(objective__pipeline=alert.pipeline_id))
-        .first()
-    )
+    maintenance = sla_queries.maintenance_now(alert.pipeline_id, now)
     if maintenance is not None:
         return f"maintenance: {maintenance}"
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Final
 
 BURN_WINDOWS: Final = (("1 h", 60), ("6 h", 6 * 60), ("3 d", 3 * 24 * 60))
@@ -41,14 +42,25 @@ class Burn:
         return self.total - self.good
 
 
+def burn_rate(good: int, total: int, target: Fraction) -> Fraction | None:
+    """The burn rate of ``good`` out of ``total`` requests against ``target`` (the share of good
+    requests promised, in [0, 1]): the share of bad requests over the share the target allows,
+    exact. None without requests, or for a target of 1 (no budget to burn). The SLA page and
+    the burn-rate alert both compute it here."""
+    allowed = 1 - target
+    if not total or not allowed:
+        return None
+    return Fraction(total - good, total) / allowed
+
+
 def burn(
     label: str, minutes: int, good: int, total: int, target_percent: Decimal, remaining_bad: Decimal
 ) -> Burn:
     """The burn of ``good`` out of ``total`` requests over ``minutes``, against
     ``target_percent``, with ``remaining_bad`` requests of budget left in the window."""
-    allowed_share = (100 - target_percent) / 100
     bad = total - good
-    rate = float(Decimal(bad) / total / allowed_share) if total and allowed_share else None
+    exact = burn_rate(good, total, Fraction(target_percent) / 100)
+    rate = None if exact is None else float(exact)
     if remaining_bad <= 0:
         days: float | None = 0.0
     elif bad:

@@ -1,13 +1,16 @@
 """Reads of SLA objectives and their attainment, scoped to the teams a user belongs to.
 
-Attainment leaves out the minutes of maintenance windows (see ``attainment.excluded_minutes``);
-the counters keep them, so :class:`~latencyboard.sla.attainment.WindowBudget` reports both.
+Every count of SLA minutes goes through :func:`counted`: the SLA pages, the burn-rate alert
+and the audit report read the same minutes by the same rule. Attainment leaves out the minutes
+of maintenance windows (see ``attainment.excluded_minutes``); the counters keep them, so
+:class:`~latencyboard.sla.attainment.WindowBudget` reports both.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import reduce
 from operator import or_
 
@@ -15,6 +18,7 @@ import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import BigIntegerField, DateTimeField, F, Func, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
+from numpy.typing import NDArray
 
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla import attainment as maths
@@ -68,50 +72,174 @@ def maintenance_windows(objective: Objective) -> QuerySet[MaintenanceWindow]:
     )
 
 
-def _excluded(
-    objective: Objective, start: dt.datetime, end: dt.datetime
-) -> tuple[maths.MinuteRange, ...]:
-    windows = (
-        maintenance_windows(objective)
-        .filter(deleted_at__isnull=True, start__lt=end, end__gt=start)
-        .values_list("start", "end")
+def _in_force(as_of: dt.datetime | None) -> Q:
+    """The maintenance windows in force as of ``as_of``: declared by then and not deleted by
+    then (None: now, every window not deleted)."""
+    if as_of is None:
+        return Q(deleted_at__isnull=True)
+    return Q(created_at__lte=as_of) & (Q(deleted_at__isnull=True) | Q(deleted_at__gt=as_of))
+
+
+def windows_in_force(
+    objective: Objective, start: dt.datetime, end: dt.datetime, as_of: dt.datetime | None = None
+) -> QuerySet[MaintenanceWindow]:
+    """The maintenance windows covering ``objective`` that overlap ``[start, end)`` and were in
+    force as of ``as_of`` (None: now), by start."""
+    return maintenance_windows(objective).filter(_in_force(as_of), start__lt=end, end__gt=start)
+
+
+def _excluded_of(
+    objectives: Sequence[Objective],
+    spans: Mapping[int, tuple[dt.datetime, dt.datetime]],
+    as_of: dt.datetime | None,
+) -> dict[int, tuple[maths.MinuteRange, ...]]:
+    """The maintenance minutes of each objective over its own ``spans[pk]``, in one read."""
+    earliest = min(start for start, _ in spans.values())
+    latest = max(end for _, end in spans.values())
+    maintenance = list(
+        MaintenanceWindow.objects.filter(
+            Q(objective__in=objectives) | Q(pipeline__in={o.pipeline_id for o in objectives}),
+            _in_force(as_of),
+            start__lt=latest,
+            end__gt=earliest,
+        ).values_list("objective_id", "pipeline_id", "start", "end")
     )
-    return maths.excluded_minutes(windows, start, end)
+    return {
+        objective.pk: maths.excluded_minutes(
+            [
+                (window_start, window_end)
+                for objective_id, pipeline_id, window_start, window_end in maintenance
+                if objective_id == objective.pk or pipeline_id == objective.pipeline_id
+            ],
+            *spans[objective.pk],
+        )
+        for objective in objectives
+    }
 
 
 def _in_ranges(ranges: Sequence[maths.MinuteRange]) -> Q:
     return reduce(or_, (Q(minute__gte=r.start, minute__lt=r.end) for r in ranges))
 
 
-def _minutes(
-    objective: Objective,
-    start: dt.datetime,
-    end: dt.datetime,
-    excluded: Sequence[maths.MinuteRange] = (),
-) -> QuerySet[SlaMinute]:
-    minutes = SlaMinute.objects.filter(objective=objective, minute__gte=start, minute__lt=end)
-    return minutes.exclude(_in_ranges(excluded)) if excluded else minutes
+def _sum(field: str, condition: Q | None = None) -> Coalesce:
+    return Coalesce(Sum(field, filter=condition), 0, output_field=BigIntegerField())
 
 
-def _counts(minutes: QuerySet[SlaMinute]) -> maths.Counts:
-    sums = minutes.aggregate(
-        good=Coalesce(Sum("good"), 0, output_field=BigIntegerField()),
-        total=Coalesce(Sum("total"), 0, output_field=BigIntegerField()),
+@dataclass(frozen=True, slots=True)
+class PerMinute:
+    """Dense per-minute counts from ``start``: index ``i`` is the minute ``start + i``;
+    minutes without a counter are zeros; ``excluded`` marks the maintenance minutes."""
+
+    start: dt.datetime
+    good: NDArray[np.int64]
+    total: NDArray[np.int64]
+    excluded: NDArray[np.bool_]
+
+    @property
+    def epochs(self) -> NDArray[np.int64]:
+        """The start of each minute, in Unix seconds."""
+        return maths.unix_seconds(self.start) + 60 * np.arange(self.good.size, dtype=np.int64)
+
+    def kept(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Good and total counts with the maintenance minutes as no traffic."""
+        return np.where(self.excluded, 0, self.good), np.where(self.excluded, 0, self.total)
+
+
+@dataclass(frozen=True, slots=True)
+class CountedMinutes:
+    """The SLA counters of one objective over the whole minutes ``[start, end)``, with the
+    minutes its maintenance windows take out (``maintenance``). Read with :func:`counted`."""
+
+    objective: Objective
+    start: dt.datetime
+    end: dt.datetime
+    maintenance: tuple[maths.MinuteRange, ...]
+
+    def rows(self) -> QuerySet[SlaMinute]:
+        """Every counter of the span, maintenance minutes included."""
+        return SlaMinute.objects.filter(
+            objective=self.objective, minute__gte=self.start, minute__lt=self.end
+        )
+
+    def kept(self) -> QuerySet[SlaMinute]:
+        """The counters that count: the maintenance minutes left out."""
+        rows = self.rows()
+        return rows.exclude(_in_ranges(self.maintenance)) if self.maintenance else rows
+
+    def sums(self) -> tuple[maths.Counts, maths.Counts]:
+        """The kept counts and the left-out (maintenance) counts, in one read."""
+        if not self.maintenance:
+            sums = self.rows().aggregate(kept_good=_sum("good"), kept_total=_sum("total"))
+            return maths.Counts(int(sums["kept_good"]), int(sums["kept_total"])), maths.Counts(0, 0)
+        left_out = _in_ranges(self.maintenance)
+        sums = self.rows().aggregate(
+            kept_good=_sum("good", ~left_out),
+            kept_total=_sum("total", ~left_out),
+            left_out_good=_sum("good", left_out),
+            left_out_total=_sum("total", left_out),
+        )
+        return (
+            maths.Counts(int(sums["kept_good"]), int(sums["kept_total"])),
+            maths.Counts(int(sums["left_out_good"]), int(sums["left_out_total"])),
+        )
+
+    def per_minute(self) -> PerMinute:
+        """Every minute's counts as arrays (a row per counted minute is read)."""
+        size = max(0, int((self.end - self.start) / maths.MINUTE))
+        good = np.zeros(size, dtype=np.int64)
+        total = np.zeros(size, dtype=np.int64)
+        for minute, minute_good, minute_total in (
+            self.rows().values_list("minute", "good", "total").iterator()
+        ):
+            index = int((minute - self.start) / maths.MINUTE)
+            good[index], total[index] = minute_good, minute_total
+        excluded = np.zeros(size, dtype=np.bool_)
+        for r in self.maintenance:
+            first = int((r.start - self.start) / maths.MINUTE)
+            excluded[first : int((r.end - self.start) / maths.MINUTE)] = True
+        return PerMinute(self.start, good, total, excluded)
+
+
+def counted(
+    objective: Objective, start: dt.datetime, end: dt.datetime, as_of: dt.datetime | None = None
+) -> CountedMinutes:
+    """The one read of SLA minute counts: ``objective``'s counters of ``[start, end)`` (rounded
+    down to the minute) without the minutes of the maintenance windows in force as of ``as_of``
+    (None: now). An ``as_of`` also cuts the span at its minute: a report counts nothing later.
+    The SLA pages, the burn-rate alert and the audit report all count through it."""
+    start, end = maths.floor_minute(start), maths.floor_minute(end)
+    if as_of is not None:
+        end = min(end, maths.floor_minute(as_of))
+    end = max(start, end)
+    excluded = _excluded_of([objective], {objective.pk: (start, end)}, as_of)[objective.pk]
+    return CountedMinutes(objective, start, end, excluded)
+
+
+def first_counted_minute(objective: Objective, before: dt.datetime) -> dt.datetime | None:
+    """``objective``'s first counted minute before ``before``, or None."""
+    return (
+        SlaMinute.objects.filter(objective=objective, minute__lt=before)
+        .order_by("minute")
+        .values_list("minute", flat=True)
+        .first()
     )
-    return maths.Counts(int(sums["good"]), int(sums["total"]))
+
+
+def maintenance_now(pipeline_id: int, now: dt.datetime) -> MaintenanceWindow | None:
+    """A maintenance window of the pipeline or one of its objectives covering ``now``."""
+    return (
+        MaintenanceWindow.objects.filter(_in_force(None), start__lte=now, end__gt=now)
+        .filter(Q(pipeline=pipeline_id) | Q(objective__pipeline=pipeline_id))
+        .order_by("start", "id")
+        .first()
+    )
 
 
 def window_budget(objective: Objective, now: dt.datetime) -> maths.WindowBudget:
     """Attainment and error budget of ``objective``'s window as of ``now``, without the
     minutes of its maintenance windows (whose counts come back as ``excluded``)."""
     window = maths.objective_window(objective.window, now)
-    excluded = _excluded(objective, window.start, window.end)
-    kept = _counts(_minutes(objective, window.start, window.end, excluded))
-    left_out = (
-        _counts(_minutes(objective, window.start, window.end).filter(_in_ranges(excluded)))
-        if excluded
-        else maths.Counts(0, 0)
-    )
+    kept, left_out = counted(objective, window.start, window.end).sums()
     return maths.WindowBudget(
         window, maths.budget(kept.good, kept.total, objective.target_percent), left_out
     )
@@ -124,7 +252,7 @@ def burn_rates(objective: Objective, now: dt.datetime, left: maths.Budget) -> tu
     found = []
     for label, minutes in burn.BURN_WINDOWS:
         start = end - dt.timedelta(minutes=minutes)
-        counts = _counts(_minutes(objective, start, end, _excluded(objective, start, end)))
+        counts, _ = counted(objective, start, end).sums()
         found.append(
             burn.burn(
                 label,
@@ -149,30 +277,13 @@ def budgets(
     """
     if not objectives:
         return {}
-    earliest = min(start for start, _ in windows.values())
-    latest = max(end for _, end in windows.values())
-    maintenance = list(
-        MaintenanceWindow.objects.filter(
-            Q(objective__in=objectives) | Q(pipeline__in={o.pipeline_id for o in objectives}),
-            deleted_at__isnull=True,
-            start__lt=latest,
-            end__gt=earliest,
-        ).values_list("objective_id", "pipeline_id", "start", "end")
-    )
+    excluded = _excluded_of(objectives, windows, None)
     conditions = []
     for objective in objectives:
         start, end = windows[objective.pk]
-        excluded = maths.excluded_minutes(
-            [
-                (window_start, window_end)
-                for objective_id, pipeline_id, window_start, window_end in maintenance
-                if objective_id == objective.pk or pipeline_id == objective.pipeline_id
-            ],
-            start,
-            end,
-        )
         condition = Q(objective=objective, minute__gte=start, minute__lt=end)
-        conditions.append(condition & ~_in_ranges(excluded) if excluded else condition)
+        ranges = excluded[objective.pk]
+        conditions.append(condition & ~_in_ranges(ranges) if ranges else condition)
     sums = {
         objective_id: (int(good), int(total))
         for objective_id, good, total in SlaMinute.objects.filter(reduce(or_, conditions))
@@ -206,11 +317,11 @@ def attainment(
         raise ValueError("step must be a positive whole number of minutes")
     if maths.bucket_count(start, end, step) > maths.MAX_BUCKETS:
         raise ValueError(f"at most {maths.MAX_BUCKETS} steps")
-    excluded = _excluded(objective, start, end)
+    minutes = counted(objective, start, end)
     # Summed per step in the database (date_bin aligns steps to start, as series() does) so a
     # long range does not ship one row per minute.
     rows = (
-        _minutes(objective, start, end, excluded)
+        minutes.kept()
         .annotate(
             bucket=Func(
                 Value(step),
@@ -240,7 +351,7 @@ def attainment(
         step=step,
         buckets=buckets,
         burn_down=maths.burn_down(buckets, objective.target_percent),
-        maintenance=excluded,
+        maintenance=minutes.maintenance,
         window=budget.window,
         summary=budget.summary,
         excluded=budget.excluded,

@@ -23,10 +23,10 @@ from django.db import transaction
 
 from latencyboard.audit_trail import Subject
 from latencyboard.db import psycopg_cursor
-from latencyboard.sla import counters
+from latencyboard.sla import counters, queries
 from latencyboard.sla.attainment import floor_minute
 from latencyboard.sla.counting import ObjectiveSpec
-from latencyboard.sla.models import MaintenanceWindow, Objective, ObjectiveVersion, SlaMinute
+from latencyboard.sla.models import MaintenanceWindow, Objective, ObjectiveVersion
 from latencyboard.storage import fold_lock
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
@@ -58,12 +58,7 @@ def counted_since(objective: Objective) -> dt.datetime:
     """When ``objective``'s first version took effect: its first counted minute (creation
     back-fills from the retained spans), or its creation's minute when it counted none then."""
     created = floor_minute(objective.created_at)
-    first = (
-        SlaMinute.objects.filter(objective=objective, minute__lt=created)
-        .order_by("minute")
-        .values_list("minute", flat=True)
-        .first()
-    )
+    first = queries.first_counted_minute(objective, created)
     return created if first is None else first
 
 

@@ -7,11 +7,16 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
+from latencyboard.alerts.evaluation import evaluate_rule
+from latencyboard.alerts.models import Alert
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla import burn, queries
+from latencyboard.sla.attainment import floor_minute
 from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
-from tests.factories import make_team
+from tests.factories import make_team, make_user
+from tests.latencyboard.alerts.scenes import make_scene
 
 NOW = dt.datetime(2026, 3, 2, 12, 0, 30, tzinfo=dt.UTC)
 MINUTE = dt.timedelta(minutes=1)
@@ -71,3 +76,60 @@ def test_burn_rates_read_the_counters_of_each_window_without_maintenance():
         pytest.approx(360 / 330),
         pytest.approx(4320 / 4290),
     ]
+
+
+@pytest.mark.django_db
+def test_the_sla_page_and_the_burn_rate_alert_quote_the_same_burn_over_the_same_minutes(client):
+    # given three days of counters of a 99.9% objective on a stage a burn-rate rule watches,
+    # a burn that varies minute by minute over the last six hours, a maintenance window over
+    # part of the last hour and a deleted one (which leaves out nothing)
+    scene = make_scene(regression=False, burn_rate=True)
+    objective = Objective.objects.create(
+        team=scene.team,
+        pipeline=scene.pipeline,
+        stage=scene.stage,
+        name="fast forward",
+        threshold_ms=50,
+        target_percent=Decimal("99.9"),
+    )
+    # Counters reach past the page's minute, so a minute turning during the test changes nothing.
+    end = floor_minute(timezone.now()) + 5 * MINUTE
+    SlaMinute.objects.bulk_create(
+        SlaMinute(
+            objective=objective,
+            minute=end - (m + 1) * MINUTE,
+            good=10_000 - (100 + 37 * (m % 7) if m < 6 * 60 else m % 3),
+            total=10_000,
+        )
+        for m in range(3 * 24 * 60 + 10)
+    )
+    MaintenanceWindow.objects.create(
+        objective=objective,
+        start=end - 50 * MINUTE,
+        end=end - 25 * MINUTE,
+        reason="upgrade",
+        created_at=end,
+    )
+    MaintenanceWindow.objects.create(
+        pipeline=scene.pipeline,
+        start=end - 5 * 60 * MINUTE,
+        end=end - 4 * 60 * MINUTE,
+        reason="called off",
+        created_at=end,
+        deleted_at=end,
+    )
+
+    # when a member opens the SLA page and the alert is evaluated at the page's minute
+    client.force_login(make_user(scene.team))
+    page = client.get(f"/slas/{objective.pk}/")
+    page_minute = page.context["budget"].window.end - MINUTE
+    evaluate_rule(scene.rule.pk, page_minute + dt.timedelta(seconds=30))
+
+    # then the alert's burn over each of the page's windows is the page's figure
+    conditions = Alert.objects.get().evidence["burn_rate"]["conditions"]
+    alert = {
+        c["long_minutes"]: (c["long_total"], c["long_bad"], c["long_burn_rate"]) for c in conditions
+    }
+    shown = {b.minutes: (b.total, b.bad, b.rate) for b in page.context["burns"]}
+    assert shown == {minutes: alert[minutes] for minutes in (60, 360, 3 * 24 * 60)}
+    assert shown[60][0] == 35 * 10_000
