@@ -203,17 +203,23 @@
   }
 
   /** Draw (or redraw) a chart, clearing a message left there. On a narrow chart (a phone)
-   * fewer date ticks, so that they stay level instead of turning onto the axis title. */
+   * fewer date ticks, so that they stay level instead of turning onto the axis title, and a
+   * legend below the plot placed at the chart's foot, where it makes room for itself (one
+   * placed a fraction of the plot below it lies over the ticks and the axis title once it
+   * wraps onto several lines). */
   function draw(element, traces, chartLayout, name) {
     if (element.classList.contains("is-empty")) {
       element.classList.remove("is-empty");
       element.textContent = "";
     }
     const narrow = element.clientWidth > 0 && element.clientWidth < 600;
-    const dates = chartLayout.xaxis && chartLayout.xaxis.type === "date";
-    const shown = narrow && dates
-      ? { ...chartLayout, xaxis: { nticks: 3, tickangle: 0, ...chartLayout.xaxis } }
-      : chartLayout;
+    let shown = chartLayout;
+    if (narrow && chartLayout.xaxis && chartLayout.xaxis.type === "date") {
+      shown = { ...shown, xaxis: { nticks: 3, tickangle: 0, ...shown.xaxis } };
+    }
+    if (narrow && shown.legend && shown.legend.orientation === "h" && shown.legend.y < 0) {
+      shown = { ...shown, legend: { ...shown.legend, yref: "container", y: 0, yanchor: "bottom" } };
+    }
     return Plotly.react(element, withoutLinks(traces), withoutLinks(shown), config(name));
   }
 

@@ -13,11 +13,16 @@ from django.contrib.auth import get_user_model
 from django.db.models import Sum
 from django.utils import timezone
 
+from audits import services as audit_services
+from latencyboard.alerts.models import Channel
+from latencyboard.notifications.message import ChannelKind
+from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla.models import SlaMinute
-from latencyboard.teams.models import Membership, Role
+from latencyboard.teams.models import Membership, Role, Team
 from latencyboard.teams.services import add_member
 from tests.browser.conftest import PASSWORD, log_in
 from tests.browser.test_dashboards import demo, open_pipeline, plotted  # noqa: F401 - the fixture
+from tests.browser.test_llm_pages import llm  # noqa: F401 - the fixture
 from tests.browser.test_oncall import fired
 from tests.browser.test_trace_critical_path import store_trace
 from tests.factories import make_user
@@ -160,11 +165,21 @@ def test_the_sla_page_shows_burn_rates_and_when_the_budget_runs_out(page, live_w
         )
 
 
-def pages_of(demo: Any, admin: Any) -> dict[str, str]:  # noqa: F811
+def pages_of(demo: Any, admin: Any, llm_team: Team) -> dict[str, str]:  # noqa: F811
     """Every page of the product a signed-in admin opens, by name, with what shows it is
     drawn."""
     alert = fired()
     add_member(alert.pipeline.team, admin, Role.ADMIN)
+    add_member(llm_team, admin, Role.ADMIN)
+    channel = Channel.objects.create(
+        team=demo.team,
+        name="on-call hook",
+        kind=ChannelKind.WEBHOOK,
+        target="https://hooks.example.com/latencyboard/on-call",
+    )
+    report = audit_services.request_report(None, demo.team, 2026, 3, None, admin, timezone.now())
+    audit_services.build_report(report.pk)
+    vllm = Pipeline.objects.get(team=llm_team, service_name="vllm")
     now = timezone.now().replace(second=0, microsecond=0)
     a, b = now - dt.timedelta(hours=4), now - dt.timedelta(hours=2)
     windows = (
@@ -174,7 +189,10 @@ def pages_of(demo: Any, admin: Any) -> dict[str, str]:  # noqa: F811
     return {
         "overview": "/",
         "pipeline": f"/pipelines/{demo.fraud.pk}/",
+        "pipeline-llm": f"/pipelines/{vllm.pk}/",
+        "pipeline-stages": f"/pipelines/{demo.fraud.pk}/stages/",
         "traces": f"/traces/?pipeline={demo.fraud.pk}",
+        "traces-llm": f"/traces/?pipeline={vllm.pk}",
         "compare": f"/compare/?{windows}",
         "slas": "/slas/",
         "sla-detail": f"/slas/{demo.objective.pk}/",
@@ -184,8 +202,11 @@ def pages_of(demo: Any, admin: Any) -> dict[str, str]:  # noqa: F811
         "alert-detail": f"/alerts/{alert.pk}/",
         "alerts-settings": "/alerts/settings/",
         "alert-rule-new": "/alerts/rules/new/",
+        "alert-rule-edit": f"/alerts/rules/{alert.rule.pk}/",
         "alert-channel-new": "/alerts/channels/new/",
+        "alert-channel-edit": f"/alerts/channels/{channel.pk}/",
         "audit-reports": "/audits/reports/",
+        "audit-report": f"/audits/reports/{report.pk}/",
         "audit-log": "/audits/log/",
         "api-docs": "/api/docs/",
         "admin": "/admin/",
@@ -195,9 +216,10 @@ def pages_of(demo: Any, admin: Any) -> dict[str, str]:  # noqa: F811
 WIDTH = "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
 
 
+@pytest.mark.timeout(900)  # some thirty pages, each with its charts drawn
 @pytest.mark.parametrize("width", [1440, 390])
-def test_no_page_is_wider_than_the_screen(browser, live_web, demo, width):  # noqa: F811
-    # given the demo team's admin on a screen of `width` pixels
+def test_no_page_is_wider_than_the_screen(browser, live_web, demo, llm, width):  # noqa: F811
+    # given the demo team's admin on a screen of `width` pixels, admin of an LLM team too
     admin = Membership.objects.get(team=demo.team, role=Role.ADMIN).user
     get_user_model().objects.filter(pk=admin.pk).update(is_staff=True, is_superuser=True)
     context = browser.new_context(viewport={"width": width, "height": 900})
@@ -210,14 +232,17 @@ def test_no_page_is_wider_than_the_screen(browser, live_web, demo, width):  # no
     found = {"login": page.evaluate(WIDTH)}
     page.screenshot(path=str(SHOTS / f"login-{width}.png"), full_page=True)
     log_in(page, live_web, admin.username)
-    paths = pages_of(demo, admin)
+    paths = pages_of(demo, admin, llm[0].team)
     page.goto(f"{live_web.url}{paths['traces']}")
     paths["trace"] = page.get_attribute("a.trace-link", "href") or ""
+    page.goto(f"{live_web.url}{paths['traces-llm']}")
+    paths["trace-llm"] = page.get_attribute("a.trace-link", "href") or ""
     for name, path in paths.items():
         response = page.goto(f"{live_web.url}{path}")
         assert response is not None, path
         assert response.status == 200, path
-        page.wait_for_load_state("networkidle")
+        # (its charts' data fetched: slow on a loaded machine, hence the long wait)
+        page.wait_for_load_state("networkidle", timeout=90_000)
         found[name] = page.evaluate(WIDTH)
         page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
     context.close()
