@@ -192,6 +192,8 @@ def run(demo: bool, bind: str, history_days: int | None = None) -> int:
     serve_without_debug(env, var_dir)
 
     web_port = int(env.get("WEB_PORT", "8000"))
+    # Links in notifications and reports point at the web app where this run serves it.
+    env.setdefault("PUBLIC_URL", f"http://localhost:{web_port}")
     http_port = int(env.get("INGEST_HTTP_PORT", "4318"))
     grpc_port = int(env.get("INGEST_GRPC_PORT", "4317"))
 

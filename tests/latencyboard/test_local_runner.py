@@ -218,6 +218,9 @@ def test_run_command_serves_login_stores_history_and_demo_spans_and_stops_cleanl
     assert "Login       admin / " in output
     with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/login/") as page:
         assert page.status == 200
+    # and the links its notifications carry lead to that web app
+    web = runner.child("latencyboard.asgi:application")
+    assert web.environ()["PUBLIC_URL"] == f"http://localhost:{web_port}"
     # and it serves as production does
     _assert_served_without_debug(f"http://127.0.0.1:{web_port}", runner.var_dir)
     # and the application connects as a role of its own, which cannot undo the audit log
