@@ -419,9 +419,10 @@ COHORT_VALUES_PER_DAY = env_int("COHORT_VALUES_PER_DAY", 20, minimum=1)
 TEAM_MAX_PIPELINES = env_int("TEAM_MAX_PIPELINES", 200, minimum=1)
 PIPELINE_MAX_STAGES = env_int("PIPELINE_MAX_STAGES", 32, minimum=1, maximum=1000)
 # Heavy reads (series endpoints, compare, trace search, Prometheus queries, the overview) one
-# team may run at once in one web process; beyond it 429 with Retry-After (web/heavy_reads.py),
-# so one team's many long queries cannot slow the other teams' pages.
-WEB_TEAM_MAX_HEAVY_REQUESTS = env_int("WEB_TEAM_MAX_HEAVY_REQUESTS", 1, minimum=1)
+# team may run at once in all web processes together (advisory locks in PostgreSQL); beyond it
+# 429 with Retry-After (web/heavy_reads.py), so one team's many long queries cannot slow the
+# other teams' pages.
+WEB_TEAM_MAX_HEAVY_REQUESTS = env_int("WEB_TEAM_MAX_HEAVY_REQUESTS", 1, minimum=1, maximum=1000)
 # How long a heavy read beyond that bound waits for a slot (no CPU) before its 429.
 WEB_HEAVY_WAIT_SECONDS = env_int("WEB_HEAVY_WAIT_SECONDS", 5, minimum=0)
 # Any statement of the web process (pages, API, live sockets) is cancelled after this long (0:

@@ -10,3 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 FOLD: Final = 0x5A_1A_C0_01
+HEAVY_READ_SLOTS: Final = 0x4C42_0000
+"""Slot ``n`` of a team's heavy reads (``latencyboard.web.heavy_reads``) is the advisory lock
+of the two keys ``HEAVY_READ_SLOTS + n`` and the team's id: a space apart from ``FOLD``'s,
+whose lock has one key."""

@@ -1,13 +1,18 @@
-"""At most ``WEB_TEAM_MAX_HEAVY_REQUESTS`` heavy reads of one team at once per web process.
+"""At most ``WEB_TEAM_MAX_HEAVY_REQUESTS`` heavy reads of one team at once, across every web
+process of the database.
 
 A heavy read is one whose cost grows with the window or the data asked for: the series
-endpoints, compare, trace search, the Prometheus queries and the overview. One web process
-serves every team from one interpreter, so a team running many such reads at once (each
-within its point cap) would slow every other team's pages. Each heavy read holds a slot of
-each team of its user for its whole length. When one of them holds all its slots, the read
-waits, using no CPU, up to ``WEB_HEAVY_WAIT_SECONDS`` for one (so a page's charts fetched
+endpoints, compare, trace search, the Prometheus queries and the overview. A web process
+runs Python one thread at a time, so a team running many such reads at once (each within
+its point cap) would slow every other team's pages. The web runs in several processes
+(``WEB_CONCURRENCY`` under ``make run``), so that one team's read slows only the process it
+runs in; the bound is shared by them all, or a team would get a slot in each. Each heavy
+read holds a slot of each team of its user for its whole length: a PostgreSQL advisory lock
+of the request's connection (a process that dies gives its slots back with it). When one
+of them holds all its slots, the read waits in the database's lock queue, first come first
+served and using no CPU, up to ``WEB_HEAVY_WAIT_SECONDS`` (so a page's charts fetched
 together are served one after another, and a client asking again at once is slowed to the
-team's share rather than flooding the process); still without one it is refused with
+team's share rather than flooding the processes); still without one it is refused with
 ``429``, ``Retry-After`` and a JSON body. Either way after one lookup of the user's teams
 and before any query of the read itself. Views take the bound through
 :class:`HeavyRead` (DRF) or :func:`heavy_read` (function views).
@@ -16,25 +21,32 @@ and before any query of the read itself. Views take the bound through
 from __future__ import annotations
 
 import functools
-import threading
+import random
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any, Final
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections, transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from psycopg import errors
 from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from latencyboard.storage import locks
 from latencyboard.teams.models import Membership
 
 RETRY_AFTER_SECONDS: Final = 1
 
-_changed = threading.Condition()
-_running: Counter[int] = Counter()  # team id -> heavy reads running in this process
+# Slot n of team t is the advisory lock (HEAVY_READ_SLOTS + n, t); the database's, not a
+# Django model's, so the keys are ints of 32 bits.
+_TRY: Final = "SELECT pg_try_advisory_lock(%s, %s)"
+_WAIT: Final = "SELECT pg_advisory_lock(%s, %s)"
+_LOCK_TIMEOUT: Final = "SELECT set_config('lock_timeout', %s, true)"
+_RELEASE: Final = "SELECT pg_advisory_unlock(%s, %s)"
+_GAVE_UP: Final = (errors.LockNotAvailable, errors.QueryCanceled)
 
 
 class Busy(Exception):
@@ -47,28 +59,68 @@ class Busy(Exception):
         )
 
 
+def _key(slot: int, team: int) -> tuple[int, int]:
+    return locks.HEAVY_READ_SLOTS + slot, team % 2**31
+
+
+def _take(team: int, deadline: float) -> tuple[int, int] | None:
+    """A free slot of ``team`` (its lock, now held), else the first of a random one to free
+    before ``deadline``, else None."""
+    slots = [_key(n, team) for n in range(settings.WEB_TEAM_MAX_HEAVY_REQUESTS)]
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        for key in slots:
+            cursor.execute(_TRY, key)
+            if cursor.fetchone() == (True,):
+                return key
+        wait_ms = int((deadline - time.monotonic()) * 1000)
+        if wait_ms <= 0:
+            return None
+        key = random.choice(slots)  # noqa: S311 - spreading waiters, not a secret
+        try:
+            # A session lock outlives the transaction; the lock timeout ends with it.
+            with transaction.atomic(using=DEFAULT_DB_ALIAS):
+                cursor.execute(_LOCK_TIMEOUT, [f"{wait_ms}ms"])
+                cursor.execute(_WAIT, key)
+        except OperationalError as exc:
+            if isinstance(exc.__cause__, _GAVE_UP):
+                return None
+            raise
+        return key
+
+
 @contextmanager
-def slot(user: Any) -> Iterator[None]:
-    """Hold one heavy-read slot of each of ``user``'s teams for the block; raise
-    :class:`Busy` on entry when one of them has none left within ``WEB_HEAVY_WAIT_SECONDS``."""
-    teams = set(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True))
+def team_slots(teams: Iterable[int]) -> Iterator[None]:
+    """Hold one heavy-read slot of each of ``teams`` for the block; raise :class:`Busy` on
+    entry when one of them has none left within ``WEB_HEAVY_WAIT_SECONDS``. Teams are taken
+    in order, so that users sharing teams never wait for each other in a cycle."""
     deadline = time.monotonic() + settings.WEB_HEAVY_WAIT_SECONDS
-    with _changed:
-        while any(_running[team] >= settings.WEB_TEAM_MAX_HEAVY_REQUESTS for team in teams):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Busy
-            _changed.wait(left)
-        _running.update(teams)
+    held: list[tuple[int, int]] = []
     try:
+        for team in sorted(set(teams)):
+            key = _take(team, deadline)
+            if key is None:
+                raise Busy
+            held.append(key)
         yield
     finally:
-        with _changed:
-            _running.subtract(teams)
-            for team in teams:
-                if _running[team] <= 0:
-                    del _running[team]
-            _changed.notify_all()
+        _release(held)
+
+
+def _release(held: list[tuple[int, int]]) -> None:
+    connection = connections[DEFAULT_DB_ALIAS]
+    try:
+        with connection.cursor() as cursor:
+            for key in held:
+                cursor.execute(_RELEASE, key)
+    except DatabaseError:
+        connection.close()  # its session's locks end with it
+
+
+@contextmanager
+def slot(user: Any) -> Iterator[None]:
+    """Hold one heavy-read slot of each of ``user``'s teams for the block (:func:`team_slots`)."""
+    with team_slots(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True)):
+        yield
 
 
 def heavy_read(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

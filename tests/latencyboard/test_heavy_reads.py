@@ -1,11 +1,14 @@
-"""One team's heavy reads are bounded per web process: beyond WEB_TEAM_MAX_HEAVY_REQUESTS at
-once its further ones get 429 with Retry-After and a JSON body, while another team's are
-served."""
+"""One team's heavy reads are bounded across the web processes: beyond
+WEB_TEAM_MAX_HEAVY_REQUESTS at once its further ones get 429 with Retry-After and a JSON body,
+while another team's are served."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import cast
 
 import pytest
@@ -16,7 +19,7 @@ from django.test import Client
 
 from latencyboard import db
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.teams.models import Role
+from latencyboard.teams.models import Membership, Role
 from latencyboard.web import heavy_reads
 from tests.factories import make_team, make_user
 
@@ -48,14 +51,35 @@ def teams(settings):
     return team_member(), team_member()
 
 
-def held_by(client: Client, count: int) -> ExitStack:
+def hold(teams: list[int], holding: threading.Event, done: threading.Event) -> None:
+    """Hold a slot of ``teams`` (on a connection of this thread) until ``done``."""
+    try:
+        with heavy_reads.team_slots(teams):
+            holding.set()
+            done.wait(120)
+    finally:
+        connections.close_all()
+
+
+@contextmanager
+def held_by(client: Client, count: int) -> Iterator[None]:
     """``count`` heavy reads of the client's user in flight, as other requests of theirs
-    would hold them."""
-    stack = ExitStack()
+    (each a thread of its own, with its own connection) would hold them."""
     user = client.get("/api/pipelines/").wsgi_request.user  # the user the client is signed in as
-    for _ in range(count):
-        stack.enter_context(heavy_reads.slot(user))
-    return stack
+    teams = list(Membership.objects.filter(user=cast(User, user)).values_list("team_id", flat=True))
+    done = threading.Event()
+    holders = []
+    try:
+        for _ in range(count):
+            holding = threading.Event()
+            holders.append(threading.Thread(target=hold, args=(teams, holding, done)))
+            holders[-1].start()
+            assert holding.wait(60)
+        yield
+    finally:
+        done.set()
+        for holder in holders:
+            holder.join(60)
 
 
 @pytest.mark.parametrize("path", HEAVY)
@@ -88,7 +112,6 @@ def test_refused_and_failed_reads_give_their_slot_back(teams):
         assert b.get("/api/pipelines/999999999/stage-breakdown/").status_code == 404
         with held_by(b, 2):
             assert b.get("/?window=7d").status_code == 429
-    assert heavy_reads._running == {}
     with held_by(b, 1):
         assert b.get("/").status_code == 200
 
@@ -115,6 +138,43 @@ def test_a_read_beyond_the_bound_waits_for_a_slot_to_free(settings):
         assert not entered.wait(0.5)
     assert entered.wait(120)
     waiting.join(120)
+
+
+HOLD_IN_ANOTHER_PROCESS = """
+import sys
+import django
+django.setup()
+from django.contrib.auth.models import User
+from latencyboard.web import heavy_reads
+with heavy_reads.slot(User.objects.get(pk=int(sys.argv[1]))):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_bound_is_shared_by_the_web_processes(settings, child_env):
+    """A team's heavy read running in another web process holds its slot here too: with the
+    web in several processes a team gets its bound, not its bound in each process."""
+    settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 1
+    settings.WEB_HEAVY_WAIT_SECONDS = 0
+    client, pipeline = team_member()
+    path = f"/api/pipelines/{pipeline.id}/percentiles/?window=1h&step=1m"
+    user = client.get("/api/pipelines/").wsgi_request.user
+    other = subprocess.Popen(
+        [sys.executable, "-c", HOLD_IN_ANOTHER_PROCESS, str(user.pk)],
+        env=child_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert other.stdout is not None
+        assert other.stdout.readline() == b"held\n"
+        refused = client.get(path)
+    finally:
+        other.communicate(timeout=120)
+    assert refused.status_code == 429
+    assert client.get(path).status_code == 200
 
 
 def test_prometheus_refusal_has_prometheus_shape(teams):
