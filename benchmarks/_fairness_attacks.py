@@ -14,6 +14,7 @@ import http.client
 import itertools
 import multiprocessing as mp
 import os
+import queue
 import socket
 import threading
 import time
@@ -247,7 +248,9 @@ class DeclaredHugeBodies(Loop):
             sock.close()
 
 
-def expensive_queries(client: ApiClient, pipeline: int, threads: int) -> list[Loop]:
+def expensive_queries(
+    client: ApiClient, pipeline: int, threads: int, recorder: Recorder
+) -> list[Loop]:
     paths = itertools.cycle(
         [
             f"/api/pipelines/{pipeline}/stage-breakdown/?window=400d&step=1m",
@@ -255,9 +258,14 @@ def expensive_queries(client: ApiClient, pipeline: int, threads: int) -> list[Lo
             "/?window=7d",
         ]
     )
-    return [
-        Loop(f"b-query-{n}", lambda: client.get(next(paths)) and None, 0.0) for n in range(threads)
-    ]
+
+    def step() -> None:
+        path = next(paths)
+        began, at = time.perf_counter(), time.time()
+        status, _ = client.get(path)
+        recorder.add(Answer(at, path, time.perf_counter() - began, str(status)))
+
+    return [Loop(f"b-query-{n}", step, 0.0) for n in range(threads)]
 
 
 def cardinality(port: int, token: str, services_per_export: int) -> Loop:
@@ -289,35 +297,38 @@ class Target:
     pipeline: int
 
 
-def attack_loops(name: str, target: Target) -> list[Loop]:
+def attack_loops(name: str, target: Target, recorder: Recorder) -> list[Loop]:
     if name == "silent_grpc":
         return [SilentStreams(target.grpc_port, target.token, 32)]
     if name == "huge_bodies":
         return [DeclaredHugeBodies(target.http_port, target.token, 8)]
     if name == "expensive_queries":
-        return expensive_queries(target.client, target.pipeline, 4)
+        return expensive_queries(target.client, target.pipeline, 4, recorder)
     if name == "cardinality":
         return [cardinality(target.http_port, target.token, 50)]
     raise ValueError(f"no attack {name!r}")
 
 
-def _attack(name: str, target: Target, ready: Any, stop: Any) -> None:
-    loops = attack_loops(name, target)
+def _attack(name: str, target: Target, ready: Any, stop: Any, answers: Any) -> None:
+    recorder = Recorder()
+    loops = attack_loops(name, target, recorder)
     for loop in loops:
         loop.start()
     ready.set()
     stop.wait()
     for loop in loops:
         loop.stop()
+    answers.put(recorder.answers)
 
 
 @contextlib.contextmanager
-def attacking(name: str, target: Target) -> Iterator[None]:
+def attacking(name: str, target: Target, recorder: Recorder) -> Iterator[None]:
     """Team B's attack ``name`` for the ``with`` block, from a process of its own: its
-    threads must not share an interpreter lock with team A's clients, whose times are read."""
+    threads must not share an interpreter lock with team A's clients, whose times are read.
+    The answers team B's requests got (its queries') are added to ``recorder`` after."""
     ctx = mp.get_context("spawn")
-    ready, stop = ctx.Event(), ctx.Event()
-    process = ctx.Process(target=_attack, args=(name, target, ready, stop), daemon=True)
+    ready, stop, answers = ctx.Event(), ctx.Event(), ctx.Queue()
+    process = ctx.Process(target=_attack, args=(name, target, ready, stop, answers), daemon=True)
     process.start()
     try:
         if not ready.wait(60):
@@ -325,6 +336,9 @@ def attacking(name: str, target: Target) -> Iterator[None]:
         yield
     finally:
         stop.set()
+        with contextlib.suppress(queue.Empty):
+            for answer in answers.get(timeout=60):
+                recorder.add(answer)
         process.join(30)
         if process.is_alive():
             process.kill()

@@ -17,19 +17,23 @@ attack, and compared with its own quiet slices. The attacks run in a process of 
 Per attack it prints team A's p99 export latency quiet and under attack, its failed exports
 under attack (anything but 200/OK: it has no rate limit of its own), how long its spans took
 to be folded (the slowest batch, acknowledgement to fold) and its p99 page latency quiet and
-under attack, latencies also as ratios. Done when, in every attack: p99 export within 2x
-quiet, no failed export, every batch folded within 30 s, p99 page within 2x quiet.
+under attack, latencies also as ratios; then team A's p99 per page, the cores the web and
+PostgreSQL used quiet and under attack, and the answers team B's queries got. Done when, in
+every attack: p99 export within 2x quiet, no failed export, every batch folded within 30 s,
+p99 page within 2x quiet.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import psycopg
 from _fairness_attacks import (
     Answer,
@@ -123,6 +127,19 @@ def fold_delay(url: str, team_id: int, windows: list[Window]) -> tuple[int, int,
         time.sleep(1)
 
 
+def answer_counts(answers: list[Answer]) -> dict[str, dict[str, Any]]:
+    """Per path and status: how many answers, and their p99 in ms."""
+    kinds: dict[str, list[Answer]] = {}
+    for answer in answers:
+        kinds.setdefault(f"{answer.what} {answer.status}", []).append(answer)
+    return {kind: {"n": len(of), "p99_ms": p99_ms(of)} for kind, of in sorted(kinds.items())}
+
+
+def p99_by_path(answers: list[Answer]) -> dict[str, float | None]:
+    paths = sorted({a.what for a in answers})
+    return {path: p99_ms([a for a in answers if a.what == path]) for path in paths}
+
+
 def ratio(value: float | None, quiet: float | None) -> float | None:
     return round(value / quiet, 2) if value is not None and quiet else None
 
@@ -142,17 +159,44 @@ def figures_of(
         "page_p99_quiet_ms": p99_ms(during(pages, quiet)),
         "page_p99_ms": p99_ms(during(pages, attacked)),
         "page_failed": sorted(a.status for a in during(pages, attacked) if a.status != "200"),
+        "page_p99_by_path_quiet_ms": p99_by_path(during(pages, quiet)),
+        "page_p99_by_path_ms": p99_by_path(during(pages, attacked)),
     }
     figures["export_p99_vs_quiet"] = ratio(figures["export_p99_ms"], figures["export_p99_quiet_ms"])
     figures["page_p99_vs_quiet"] = ratio(figures["page_p99_ms"], figures["page_p99_quiet_ms"])
     return figures
 
 
-def wait_noting(seconds: float, windows: list[Window]) -> None:
-    """Wait ``seconds`` and note the window waited."""
-    t0 = time.time()
-    time.sleep(seconds)
-    windows.append((t0, time.time()))
+def cpu_seconds(root: psutil.Process) -> float:
+    """CPU time (user and system) used so far by ``root`` and its descendants, live or
+    ended (PostgreSQL's backends end with their connections, and the postmaster reaps them)."""
+    total = 0.0
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+class CpuMeter:
+    """Cores used by the web process and by PostgreSQL over the windows waited."""
+
+    def __init__(self, web: psutil.Process, postgres: psutil.Process) -> None:
+        self.roots = {"web": web, "postgres": postgres}
+        self.used: dict[str, float] = dict.fromkeys(self.roots, 0.0)
+        self.seconds = 0.0
+
+    def wait_noting(self, seconds: float, windows: list[Window]) -> None:
+        """Wait ``seconds``, note the window waited and the CPU used in it."""
+        t0, before = time.time(), {name: cpu_seconds(p) for name, p in self.roots.items()}
+        time.sleep(seconds)
+        for name, root in self.roots.items():
+            self.used[name] += cpu_seconds(root) - before[name]
+        self.seconds += time.time() - t0
+        windows.append((t0, time.time()))
+
+    def cores(self) -> dict[str, float]:
+        return {name: round(used / self.seconds, 2) for name, used in self.used.items()}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
             for child in children(stack.root, web_port):
                 child.start(stack.env)
                 started.append(child)
+            web = psutil.Process(started[0].process.pid)
+            postgres = psutil.Process(stack.postgres.process.pid)
             team_b, token_b = stack.manage("shell", "-c", TEAM_B_SCRIPT)
             a_client = ApiClient(stack, web_port, "a-viewer")
             b_client = ApiClient(stack, web_port, "b-viewer", int(team_b))
@@ -210,18 +256,25 @@ def run(args: argparse.Namespace) -> int:
                 stack.manage("shell", "-c", SEND_TESTS_SCRIPT.format(urls=urls, secret=SECRET))
 
             for name in args.attacks:
+                team_b_answers = Recorder()
                 quiet: list[Window] = []
                 attacked: list[Window] = []
+                quiet_cpu, attack_cpu = CpuMeter(web, postgres), CpuMeter(web, postgres)
                 for _ in range(args.rounds):
-                    wait_noting(args.slice_seconds, quiet)
+                    quiet_cpu.wait_noting(args.slice_seconds, quiet)
                     attack = (
                         slow_channels(send_tests, 4)
                         if name == "slow_channels"
-                        else attacking(name, target)
+                        else attacking(name, target, team_b_answers)
                     )
                     with attack:
-                        wait_noting(args.slice_seconds, attacked)
+                        attack_cpu.wait_noting(args.slice_seconds, attacked)
                 figures = figures_of(exports, pages, quiet, attacked)
+                figures.update(
+                    team_b_answers=answer_counts(team_b_answers.answers),
+                    cores_quiet=quiet_cpu.cores(),
+                    cores_attacked=attack_cpu.cores(),
+                )
                 batches, folded, slowest = fold_delay(stack.database_url, stack.team_id, attacked)
                 figures.update(batches=batches, batches_folded=folded, fold_delay_max_s=slowest)
                 attacks[name] = figures
@@ -244,6 +297,12 @@ def report(name: str, f: dict[str, Any]) -> None:
         f" ({f['page_p99_vs_quiet']}x) failed {len(f['page_failed'])}/{f['pages']}",
         flush=True,
     )
+    for path, attacked in f["page_p99_by_path_ms"].items():
+        quiet = f["page_p99_by_path_quiet_ms"].get(path)
+        print(f"    team A {path}: p99 {quiet} -> {attacked} ms", flush=True)
+    print(f"    cores used quiet {f['cores_quiet']}, attacked {f['cores_attacked']}", flush=True)
+    for kind, seen in f["team_b_answers"].items():
+        print(f"    team B {kind}: {seen['n']} answers, p99 {seen['p99_ms']} ms", flush=True)
 
 
 def verdict(attacks: dict[str, dict[str, Any]], args: argparse.Namespace) -> int:
