@@ -18,9 +18,9 @@ Per attack it prints team A's p99 export latency quiet and under attack, its fai
 under attack (anything but 200/OK: it has no rate limit of its own), how long its spans took
 to be folded (the slowest batch, acknowledgement to fold) and its p99 page latency quiet and
 under attack, latencies also as ratios; then team A's p99 per page, the cores the web and
-PostgreSQL used quiet and under attack, and the answers team B's queries got. Done when, in
-every attack: p99 export within 2x quiet, no failed export, every batch folded within 30 s,
-p99 page within 2x quiet.
+PostgreSQL used quiet and under attack, and the answers team B's queries got. The web is
+served as ``make run`` serves it. Done when, in every attack: p99 export within 2x quiet, no
+failed export, every batch folded within 30 s, p99 page within 2x quiet.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from _fairness_attacks import (
 from _soak_stack import ApiClient, Child, free_ports
 from _stack import ROOT, BenchStack, bench_config, interrupt_on_sigterm, running_redis, write_json
 
+from latencyboard.local.runner import web_command
 from latencyboard.storage import tables
 
 FIGURES = ROOT / "var" / "bench" / "fairness.json"
@@ -86,10 +87,9 @@ WHERE team_id = %s AND received_at >= to_timestamp(%s) AND received_at < to_time
 """  # noqa: S608
 
 
-def children(root: Path, web_port: int) -> list[Child]:
+def children(root: Path, env: dict[str, str]) -> list[Child]:
     celery = [sys.executable, "-m", "celery", "-A", "latencyboard"]
-    web = [sys.executable, "-m", "uvicorn", "latencyboard.asgi:application"]
-    web += ["--host", "127.0.0.1", "--port", str(web_port), "--lifespan", "off"]
+    web = web_command(env, "127.0.0.1")  # as make run serves it
     worker = [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"]
     return [
         Child("web", [*web, "--no-access-log"], root / "web.log"),
@@ -217,7 +217,8 @@ def run(args: argparse.Namespace) -> int:
         ingest = stack.start_ingest(threads=8)
         (web_port,) = free_ports(1)
         try:
-            for child in children(stack.root, web_port):
+            stack.env["WEB_PORT"] = str(web_port)
+            for child in children(stack.root, stack.env):
                 child.start(stack.env)
                 started.append(child)
             web = psutil.Process(started[0].process.pid)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -146,22 +147,30 @@ def serve_without_debug(env: dict[str, str], var_dir: Path) -> None:
         env.setdefault("EMAIL_TO_CONSOLE", "true")
 
 
+def web_command(env: Mapping[str, str], bind: str) -> list[str]:
+    """The web server: ``WEB_CONCURRENCY`` uvicorn processes (uvicorn's own variable; here
+    by default one per core, at least two) sharing ``WEB_PORT``. A process runs Python one
+    thread at a time, so one team's long read slows only the requests of its own process
+    while the others go on serving."""
+    workers = env.get("WEB_CONCURRENCY") or str(max(2, os.cpu_count() or 1))
+    if not workers.isdigit() or int(workers) < 1:
+        raise ValueError(f"WEB_CONCURRENCY must be a whole number of at least 1, not {workers!r}")
+    return [
+        *(sys.executable, "-m", "uvicorn", "latencyboard.asgi:application"),
+        *("--host", bind, "--port", env.get("WEB_PORT", "8000"), "--workers", workers),
+        *("--ws", "auto", "--lifespan", "off"),
+        # uvicorn would take X-Forwarded-For from any local process as the client's
+        # address; TRUSTED_PROXY_COUNT decides in Django whether to trust it.
+        "--no-proxy-headers",
+        *("--http", HEADER_TIMEOUT_PROTOCOL),
+    ]
+
+
 def _children(env: dict[str, str], log_dir: Path, bind: str, demo: bool) -> list[Child]:
     python = sys.executable
-    web_port, http_port, grpc_port = (
-        env.get("WEB_PORT", "8000"),
-        env.get("INGEST_HTTP_PORT", "4318"),
-        env.get("INGEST_GRPC_PORT", "4317"),
-    )
+    http_port, grpc_port = env.get("INGEST_HTTP_PORT", "4318"), env.get("INGEST_GRPC_PORT", "4317")
     commands = {
-        "web": [
-            *(python, "-m", "uvicorn", "latencyboard.asgi:application"),
-            *("--host", bind, "--port", web_port, "--ws", "auto", "--lifespan", "off"),
-            # uvicorn would take X-Forwarded-For from any local process as the client's
-            # address; TRUSTED_PROXY_COUNT decides in Django whether to trust it.
-            "--no-proxy-headers",
-            *("--http", HEADER_TIMEOUT_PROTOCOL),
-        ],
+        "web": web_command(env, bind),
         "ingest": [
             *(python, "-m", "ingest", "--host", bind),
             *("--http-port", http_port, "--grpc-port", grpc_port),

@@ -223,6 +223,10 @@ def test_run_command_serves_login_stores_history_and_demo_spans_and_stops_cleanl
     assert web.environ()["PUBLIC_URL"] == f"http://localhost:{web_port}"
     # and it serves as production does
     _assert_served_without_debug(f"http://127.0.0.1:{web_port}", runner.var_dir)
+    # from a web process per core, at least two: one team's long read holds up only its own
+    web = runner.child("latencyboard.asgi:application")
+    workers = [c for c in web.children() if "spawn_main" in " ".join(c.cmdline())]
+    assert len(workers) == max(2, os.cpu_count() or 1)
     # and the application connects as a role of its own, which cannot undo the audit log
     app_url = (
         f"postgresql://latencyboard_app@127.0.0.1:{runner.ports['EMBEDDED_PG_PORT']}/latencyboard"
