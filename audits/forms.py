@@ -3,10 +3,12 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.db.models import QuerySet
+from django.contrib.auth.models import AnonymousUser, User
 
+from audits.queries import AUDIT_ROLES
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Team
+from latencyboard.teams.queries import teams_of
 
 
 class ReportForm(forms.Form):
@@ -21,14 +23,17 @@ class ReportForm(forms.Form):
         help_text="None chosen: every pipeline of the team.",
     )
 
-    def __init__(self, *args: Any, teams: QuerySet[Team], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: User | AnonymousUser, **kwargs: Any) -> None:
+        # The teams and pipelines of the teams where ``user`` audits or administers.
         super().__init__(*args, **kwargs)
         team_field = self.fields["team"]
         assert isinstance(team_field, forms.ModelChoiceField)
-        team_field.queryset = teams
+        team_field.queryset = teams_of(user, *AUDIT_ROLES)
         pipelines = self.fields["pipelines"]
         assert isinstance(pipelines, forms.ModelMultipleChoiceField)
-        pipelines.queryset = Pipeline.objects.filter(team__in=teams).order_by("service_name")
+        pipelines.queryset = Pipeline.objects.visible_to(user, *AUDIT_ROLES).order_by(
+            "service_name"
+        )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

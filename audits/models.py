@@ -1,11 +1,16 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 
-from latencyboard.teams.models import Team
+from latencyboard.teams.models import Role, Team
+from latencyboard.teams.queries import members_of, teams_of
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
 
 LOG_COLUMNS = (
     "at",
@@ -21,6 +26,18 @@ LOG_COLUMNS = (
     "user_agent",
 )
 """An audit event's fields as the CSV export and the API name them."""
+
+
+class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
+    def visible_to(self, user: User | AnonymousUser, *roles: Role) -> AuditEventQuerySet:
+        """The events of the teams :func:`~latencyboard.teams.queries.teams_of` ``user`` (with
+        ``roles``), and those of no team (refused changes, personal API tokens) by members of
+        those teams."""
+        members = members_of(user, *roles).values("user_id")
+        return self.filter(
+            models.Q(team__in=teams_of(user, *roles))
+            | models.Q(team__isnull=True, actor_id__in=members)
+        )
 
 
 class AuditEvent(models.Model):
@@ -51,6 +68,8 @@ class AuditEvent(models.Model):
     ip = models.GenericIPAddressField(null=True)
     user_agent = models.CharField(max_length=500)
 
+    objects = AuditEventQuerySet.as_manager()
+
     class Meta:
         indexes = [models.Index(fields=["team", "at"], name="audit_event_team_at")]
 
@@ -68,6 +87,12 @@ class ReportStatus(models.TextChoices):
     RUNNING = "running", "Running"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+
+
+class ReportQuerySet(models.QuerySet["Report"]):
+    def visible_to(self, user: User | AnonymousUser, *roles: Role) -> ReportQuerySet:
+        """The reports of ``user``'s teams, by the rule of ``Pipeline.objects.visible_to``."""
+        return self.filter(team__in=teams_of(user, *roles))
 
 
 class Report(models.Model):
@@ -94,6 +119,8 @@ class Report(models.Model):
     figures = models.BinaryField(
         null=True, help_text="The figures as read at as_of (JSON), rendered again to verify."
     )
+
+    objects = ReportQuerySet.as_manager()
 
     class Meta:
         constraints = [

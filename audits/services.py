@@ -13,7 +13,7 @@ from importlib.metadata import version
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.http import HttpRequest
 from django.utils import timezone
@@ -21,12 +21,14 @@ from django.utils import timezone
 from audits import signatures, tasks
 from audits.log import record
 from audits.models import Report, ReportFile, ReportStatus, SigningKey
+from audits.queries import AUDIT_ROLES
 from audits.reporting import figures, frozen, manifest, pdf, periods, tables
 from audits.reporting.figures import ReportData
 from audits.signatures import MANIFEST, PDF, SIGNATURE
 from latencyboard.audit_trail import Subject
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Team
+from latencyboard.teams.queries import has_role
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +69,11 @@ def request_report(
     now: dt.datetime,
 ) -> Report:
     """Queue a report of ``team``'s ``pipelines`` (None: all of them) for a quarter that has
-    begun; the ``reports`` worker builds it after this transaction commits. The caller has
-    checked ``requested_by`` may (an auditor or admin of ``team``). Refuses with
+    begun; the ``reports`` worker builds it after this transaction commits. Refuses with
+    ``PermissionDenied`` unless ``requested_by`` audits or administers ``team``, and with
     :class:`ReportsPending` while the team has ``AUDIT_MAX_PENDING_REPORTS`` waiting."""
+    if not has_role(requested_by, team, *AUDIT_ROLES):
+        raise PermissionDenied("Only the team's auditors and admins request its reports.")
     if periods.quarter(year, quarter).start > now:
         raise ValidationError({"quarter": "That quarter has not begun."})
     if pipelines is None:

@@ -39,7 +39,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
     teams = queries.audited_teams(request.user)
     now = timezone.now()
     initial = {"year": now.year, "quarter": (now.month - 1) // 3 + 1}
-    form = ReportForm(request.POST or None, teams=teams, initial=initial)
+    form = ReportForm(request.POST or None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:

@@ -3,14 +3,15 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.db.models import QuerySet
+from django.contrib.auth.models import AnonymousUser, User
 
 from latencyboard.alerts.channels import check_channel
 from latencyboard.alerts.models import RULE_SETTINGS, Channel, Rule
 from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.sla.forms import stage_label
-from latencyboard.teams.models import Team
+from latencyboard.teams.models import Role
+from latencyboard.teams.queries import teams_of
 
 SILENCE_CHOICES = [(30, "30 minutes"), (60, "1 hour"), (240, "4 hours"), (1440, "1 day")]
 
@@ -45,9 +46,9 @@ class ChannelForm(forms.ModelForm):
         model = Channel
         fields = ["team", "name", "kind", "target", "secret", "enabled"]
 
-    def __init__(self, *args: Any, teams: QuerySet[Team], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: User | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = teams  # type: ignore[attr-defined]
+        self.fields["team"].queryset = teams_of(user, Role.ADMIN)  # type: ignore[attr-defined]
         if self.instance.pk and self.instance.kind == ChannelKind.SLACK:
             self.initial["target"] = ""
             self.fields["target"].required = False
@@ -96,12 +97,13 @@ class RuleForm(forms.ModelForm):
             "channels": forms.CheckboxSelectMultiple,
         }
 
-    def __init__(self, *args: Any, teams: QuerySet[Team], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: User | AnonymousUser, **kwargs: Any) -> None:
+        # Pipelines, stages and channels of the teams ``user`` administers.
         super().__init__(*args, **kwargs)
-        self.fields["pipeline"].queryset = Pipeline.objects.filter(team__in=teams)  # type: ignore[attr-defined]
-        self.fields["stages"].queryset = Stage.objects.filter(pipeline__team__in=teams)  # type: ignore[attr-defined]
+        self.fields["pipeline"].queryset = Pipeline.objects.visible_to(user, Role.ADMIN)  # type: ignore[attr-defined]
+        self.fields["stages"].queryset = Stage.objects.visible_to(user, Role.ADMIN)  # type: ignore[attr-defined]
         self.fields["stages"].label_from_instance = stage_label  # type: ignore[attr-defined]
-        self.fields["channels"].queryset = Channel.objects.filter(team__in=teams)  # type: ignore[attr-defined]
+        self.fields["channels"].queryset = Channel.objects.visible_to(user, Role.ADMIN)  # type: ignore[attr-defined]
 
     def clean(self) -> dict[str, Any]:
         data: dict[str, Any] = super().clean() or {}

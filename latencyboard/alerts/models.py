@@ -6,7 +6,7 @@ and what their conclusions become (alerts, events, deliveries).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -16,7 +16,11 @@ from latencyboard.notifications.delivery import mask
 from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.teams.models import Team
+from latencyboard.teams.models import Role, Team
+from latencyboard.teams.queries import teams_of
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
 
 
 class Baseline(models.Model):
@@ -48,6 +52,12 @@ class Baseline(models.Model):
 CHANNEL_KINDS = [(kind.value, kind.label) for kind in ChannelKind]
 
 
+class ChannelQuerySet(models.QuerySet["Channel"]):
+    def visible_to(self, user: User | AnonymousUser, *roles: Role) -> ChannelQuerySet:
+        """The channels of ``user``'s teams, by the rule of ``Pipeline.objects.visible_to``."""
+        return self.filter(team__in=teams_of(user, *roles))
+
+
 class Channel(models.Model):
     """Where a team's notifications go. ``secret`` (a signing key, PagerDuty routing key…)
     stays on the server: pages and the API show at most its last characters."""
@@ -59,6 +69,8 @@ class Channel(models.Model):
     secret = models.CharField(max_length=500, blank=True)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ChannelQuerySet.as_manager()
 
     class Meta:
         ordering = ["team", "name", "id"]

@@ -66,14 +66,14 @@ def rules_of(user: User | AnonymousUser) -> QuerySet[Rule]:
 
 
 def channels_of(user: User | AnonymousUser) -> QuerySet[Channel]:
-    return Channel.objects.filter(team__in=teams_of(user)).select_related("team")
+    return Channel.objects.visible_to(user).select_related("team")
 
 
 def deliveries_of(user: User | AnonymousUser) -> QuerySet[Delivery]:
     """The delivery log of the user's teams' channels (alert notifications and tests),
     newest first."""
     return (
-        Delivery.objects.filter(channel__team__in=teams_of(user))
+        Delivery.objects.filter(channel__in=Channel.objects.visible_to(user))
         .select_related("channel", "event__alert", "requested_by")
         .order_by("-queued_at", "-id")
     )
@@ -81,6 +81,4 @@ def deliveries_of(user: User | AnonymousUser) -> QuerySet[Delivery]:
 
 def admin_teams(user: User | AnonymousUser) -> QuerySet[Team]:
     """The teams whose rules and channels ``user`` may change."""
-    if not user.is_authenticated:
-        return Team.objects.none()
-    return Team.objects.filter(memberships__user=user, memberships__role=Role.ADMIN)
+    return teams_of(user, Role.ADMIN)

@@ -16,6 +16,7 @@ from latencyboard.alerts.models import (
     Rule,
 )
 from latencyboard.pipelines.models import Pipeline, Stage
+from latencyboard.teams.models import Role
 
 
 class AlertEventSerializer(serializers.ModelSerializer[AlertEvent]):
@@ -191,11 +192,11 @@ class RuleSerializer(serializers.ModelSerializer[Rule]):
         # Pipelines, stages and channels of teams the user does not administer answer as if
         # they did not exist.
         fields = super().get_fields()
-        teams = self.context["admin_teams"]
+        user = self.context["request"].user
         stages, channels = fields["stages"], fields["channels"]
-        fields["pipeline"].queryset = Pipeline.objects.filter(team__in=teams)  # type: ignore[attr-defined]
-        stages.child_relation.queryset = Stage.objects.filter(pipeline__team__in=teams)  # type: ignore[attr-defined]
-        channels.child_relation.queryset = Channel.objects.filter(team__in=teams)  # type: ignore[attr-defined]
+        fields["pipeline"].queryset = Pipeline.objects.visible_to(user, Role.ADMIN)  # type: ignore[attr-defined]
+        stages.child_relation.queryset = Stage.objects.visible_to(user, Role.ADMIN)  # type: ignore[attr-defined]
+        channels.child_relation.queryset = Channel.objects.visible_to(user, Role.ADMIN)  # type: ignore[attr-defined]
         return fields
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

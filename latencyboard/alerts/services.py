@@ -11,7 +11,7 @@ from typing import Any, Final
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from latencyboard.alerts import incidents, lifecycle
@@ -115,6 +115,7 @@ def record_event(
     )
     if notify and held is None:
         told = incidents.told_channels(alert.incident_id)
+        channels: QuerySet[Channel]
         if to_status == AlertStatus.FIRING:
             channels = alert.rule.channels.filter(enabled=True).exclude(pk__in=told)
         else:

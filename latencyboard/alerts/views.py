@@ -154,7 +154,7 @@ def _edit(
         raise PermissionDenied("Only team admins change alert rules and channels.")
     # Read before validating: a model form writes the posted values into its instance.
     before = None if instance is None else services.setting_values(instance, form_class.base_fields)
-    form = form_class(request.POST or None, instance=instance, teams=teams)
+    form = form_class(request.POST or None, instance=instance, user=request.user)
     if request.method == "POST" and form.is_valid():
         saved = form.save()
         verb = "created" if instance is None else "changed"

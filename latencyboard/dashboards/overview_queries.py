@@ -27,7 +27,7 @@ from latencyboard.sla import attainment as sla_maths
 from latencyboard.sla.models import Objective
 from latencyboard.sla.queries import budgets, objectives_of
 from latencyboard.teams.models import IngestToken, Team
-from latencyboard.teams.queries import teams_of
+from latencyboard.teams.queries import ingest_tokens_of, teams_of
 
 OVERVIEW_QUANTILES: Final = (0.5, 0.99)
 SPARKLINE_HOURS: Final = 24
@@ -145,7 +145,7 @@ def overview(user: User | AnonymousUser, now: dt.datetime, window: Window) -> Ov
     teams = tuple(teams_of(user))
     pipelines = list(Pipeline.objects.visible_to(user).select_related("team"))
     if not pipelines:
-        tokens = IngestToken.objects.filter(team__in=teams, revoked_at__isnull=True)
+        tokens = ingest_tokens_of(user).filter(revoked_at__isnull=True)
         return Overview(window, start, end, teams, (), tuple(tokens.select_related("team")))
     objectives = list(objectives_of(user).filter(pipeline__in=pipelines))
     levels = sorted(

@@ -59,9 +59,9 @@ class Pipeline(models.Model):
 
 
 class StageQuerySet(models.QuerySet["Stage"]):
-    def visible_to(self, user: User | AnonymousUser) -> StageQuerySet:
+    def visible_to(self, user: User | AnonymousUser, *roles: Role) -> StageQuerySet:
         """The stages of the pipelines :meth:`PipelineQuerySet.visible_to` ``user``."""
-        return self.filter(pipeline__in=Pipeline.objects.visible_to(user))
+        return self.filter(pipeline__in=Pipeline.objects.visible_to(user, *roles))
 
 
 class Stage(models.Model):

@@ -7,7 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.teams.models import Team
+from latencyboard.teams.models import Role, Team
 from latencyboard.teams.queries import teams_of
 
 if TYPE_CHECKING:
@@ -20,9 +20,9 @@ class Window(models.TextChoices):
 
 
 class ObjectiveQuerySet(models.QuerySet["Objective"]):
-    def visible_to(self, user: User | AnonymousUser) -> ObjectiveQuerySet:
+    def visible_to(self, user: User | AnonymousUser, *roles: Role) -> ObjectiveQuerySet:
         """The objectives of ``user``'s teams, by the rule of ``Pipeline.objects.visible_to``."""
-        return self.filter(team__in=teams_of(user))
+        return self.filter(team__in=teams_of(user, *roles))
 
 
 class Objective(models.Model):

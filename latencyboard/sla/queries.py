@@ -24,6 +24,7 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla import attainment as maths
 from latencyboard.sla import burn
 from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
+from latencyboard.teams import queries as team_queries
 from latencyboard.teams.models import Membership, Role
 
 
@@ -47,14 +48,11 @@ def pipelines_for_new_objectives(user: User | AnonymousUser) -> QuerySet[Pipelin
 
 def memberships_of(user: User | AnonymousUser) -> list[tuple[Membership, list[str]]]:
     """``user``'s memberships, each with the usernames of its team's admins (to ask)."""
-    if not user.is_authenticated:
-        return []
-    memberships = list(
-        Membership.objects.filter(user=user).select_related("team").order_by("team__name")
-    )
+    memberships = list(team_queries.memberships_of(user))
     admins: dict[int, list[str]] = {}
     for team_id, username in (
-        Membership.objects.filter(team__in=[m.team_id for m in memberships], role=Role.ADMIN)
+        team_queries.members_of(user)
+        .filter(role=Role.ADMIN)
         .order_by("user__username")
         .values_list("team_id", "user__username")
     ):

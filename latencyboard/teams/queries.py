@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, QuerySet
 
-from latencyboard.teams.models import Role, Team
+from latencyboard.teams.models import IngestToken, Membership, Role, Team
 
 
 def teams_of(user: User | AnonymousUser, *roles: Role) -> QuerySet[Team]:
@@ -21,6 +21,23 @@ def teams_of(user: User | AnonymousUser, *roles: Role) -> QuerySet[Team]:
         memberships__user=user, **({"memberships__role__in": roles} if roles else {})
     )
     return of_user.order_by("name")
+
+
+def memberships_of(user: User | AnonymousUser) -> QuerySet[Membership]:
+    """``user``'s own memberships, with their teams, by team name."""
+    if not user.is_authenticated:
+        return Membership.objects.none()
+    return Membership.objects.filter(user=user).select_related("team").order_by("team__name")
+
+
+def members_of(user: User | AnonymousUser, *roles: Role) -> QuerySet[Membership]:
+    """The memberships of the teams :func:`teams_of` ``user`` (with ``roles``)."""
+    return Membership.objects.filter(team__in=teams_of(user, *roles))
+
+
+def ingest_tokens_of(user: User | AnonymousUser, *roles: Role) -> QuerySet[IngestToken]:
+    """The ingest tokens of the teams :func:`teams_of` ``user`` (with ``roles``)."""
+    return IngestToken.objects.filter(team__in=teams_of(user, *roles))
 
 
 def has_role(user: User | AnonymousUser, team: Team, *roles: Role) -> bool:

@@ -36,7 +36,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from latencyboard.storage import locks
-from latencyboard.teams.models import Membership
+from latencyboard.teams.queries import teams_of
 
 RETRY_AFTER_SECONDS: Final = 1
 
@@ -119,7 +119,7 @@ def _release(held: list[tuple[int, int]]) -> None:
 @contextmanager
 def slot(user: Any) -> Iterator[None]:
     """Hold one heavy-read slot of each of ``user``'s teams for the block (:func:`team_slots`)."""
-    with team_slots(Membership.objects.filter(user_id=user.pk).values_list("team_id", flat=True)):
+    with team_slots(teams_of(user).values_list("pk", flat=True)):
         yield
 
 

@@ -9,6 +9,7 @@ from typing import cast
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.test import Client
 
 from audits import services
@@ -216,3 +217,15 @@ def test_a_team_may_have_a_few_reports_waiting_and_no_more(settings):
     assert "2 reports queued or being built" in third.json()["detail"]
     assert fourth.status_code == 201
     assert Report.objects.filter(team=team).count() == 3
+
+
+@pytest.mark.parametrize("role", [Role.VIEWER, Role.ONCALL], ids=str)
+def test_the_service_itself_refuses_a_member_who_neither_audits_nor_administers(role):
+    # given a member of the team who is not its auditor or admin
+    team = _team()
+    member = cast(User, make_user(team, role))
+
+    # when the service is asked for a report in their name, then it refuses and queues nothing
+    with pytest.raises(PermissionDenied):
+        services.request_report(None, team, 2026, 1, None, member, dt.datetime.now(dt.UTC))
+    assert not Report.objects.exists()
