@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
-from audits import signatures, tasks
+from audits import signatures
 from audits.log import record
 from audits.models import Report, ReportFile, ReportStatus, SigningKey
 from audits.queries import AUDIT_ROLES
@@ -26,11 +26,15 @@ from audits.reporting import figures, frozen, manifest, pdf, periods, tables
 from audits.reporting.figures import ReportData
 from audits.signatures import MANIFEST, PDF, SIGNATURE
 from latencyboard.audit_trail import Subject
+from latencyboard.celery import app
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Team
 from latencyboard.teams.queries import has_role
 
 logger = logging.getLogger(__name__)
+
+BUILD_REPORT_TASK = "audits.build_report"
+REPORTS_QUEUE = "reports"
 
 KEY_NAME = "reports"
 PENDING = (ReportStatus.QUEUED, ReportStatus.RUNNING)
@@ -104,7 +108,10 @@ def request_report(
             actor=requested_by,
             now=now,
         )
-        transaction.on_commit(lambda: tasks.build_report_task.delay(report.pk))
+        # Sent by name: the tasks module imports this one, never the other way round.
+        transaction.on_commit(
+            lambda: app.send_task(BUILD_REPORT_TASK, args=(report.pk,), queue=REPORTS_QUEUE)
+        )
     return report
 
 

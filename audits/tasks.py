@@ -4,9 +4,7 @@ from celery import shared_task
 
 from audits import services
 
-REPORTS_QUEUE = "reports"
 
-
-@shared_task(name="audits.build_report", ignore_result=True, queue=REPORTS_QUEUE)
+@shared_task(name=services.BUILD_REPORT_TASK, ignore_result=True, queue=services.REPORTS_QUEUE)
 def build_report_task(report_id: int) -> None:
     services.build_report(report_id)

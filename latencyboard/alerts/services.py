@@ -26,11 +26,14 @@ from latencyboard.alerts.models import (
     Silence,
 )
 from latencyboard.audit_trail import Subject, act
+from latencyboard.celery import app
 from latencyboard.sla import queries as sla_queries
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
 
 logger = logging.getLogger(__name__)
+
+SEND_DELIVERIES_TASK = "alerts.send_deliveries"
 
 RESPONDERS = (Role.ONCALL, Role.ADMIN)
 ADMINS = (Role.ADMIN,)
@@ -63,13 +66,15 @@ def suppressed_by(alert: Alert, now: dt.datetime) -> str | None:
     return None
 
 
-def _send_after_commit() -> None:
-    # Imported here: the tasks module imports this one.
-    from latencyboard.alerts.tasks import send_deliveries
+def _send_deliveries() -> None:
+    # Sent by name: the tasks module imports this one, never the other way round.
+    app.send_task(SEND_DELIVERIES_TASK)
 
+
+def _send_after_commit() -> None:
     # Robust: with Redis down the change stands and the enqueue is only logged; beat's
     # alerts.send-deliveries picks the deliveries up within seconds of Redis returning.
-    transaction.on_commit(send_deliveries.delay, robust=True)
+    transaction.on_commit(_send_deliveries, robust=True)
 
 
 def send_test(channel: Channel, user: User | AnonymousUser, now: dt.datetime) -> Delivery:

@@ -1,0 +1,116 @@
+"""The layers of docs/architecture.md hold: imports run down the layers, never up, and no
+module imports itself back through others.
+
+The contracts import-linter checks live in pyproject.toml (the core never imports ingest or
+audits; storage imports no model, query, service or entry point; pure modules pull in no
+framework). Two rules import-linter does not express are checked here on its import graph
+(grimp's, imports inside functions included): no import circle between modules, and no
+module below the entry points imports one.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import grimp
+import pytest
+from importlinter.application.use_cases import lint_imports
+from importlinter.configuration import configure
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("latencyboard", "ingest", "audits")
+
+# The entry points: what Django, Celery, Channels and the command line call. They parse
+# input, check permission and call one service function; nothing below them imports them.
+ENTRY_POINT = re.compile(
+    r"\.(views|api|api_urls|urls|page_urls|consumers|tasks|admin|management|routing|asgi"
+    r"|settings|__main__|apps)(\.|$)"
+)
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph(*PACKAGES, include_external_packages=False, cache_dir=None)
+
+
+def _circles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The strongly connected sets of modules (Tarjan's algorithm, iterative)."""
+    imports = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(imports):
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            module, position = work.pop()
+            if position == 0:
+                index[module] = low[module] = len(index)
+                stack.append(module)
+                on_stack.add(module)
+            children = imports[module]
+            if position < len(children):
+                work.append((module, position + 1))
+                child = children[position]
+                if child not in index:
+                    work.append((child, 0))
+                elif child in on_stack:
+                    low[module] = min(low[module], index[child])
+                continue
+            if low[module] == index[module]:
+                circle = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    circle.append(member)
+                    if member == module:
+                        break
+                if len(circle) > 1:
+                    found.append(sorted(circle))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[module])
+    return found
+
+
+def test_the_import_linter_contracts_are_kept(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    configure()  # what the lint-imports command does first
+
+    assert lint_imports(config_filename="pyproject.toml", cache_dir=None, no_logo=True) is True
+
+
+def test_the_graph_holds_the_packages(graph):
+    # a graph that missed modules would pass every check below
+    assert {"latencyboard.alerts.services", "audits.tasks", "ingest.writer"} <= graph.modules
+
+
+def test_no_module_imports_itself_back_through_others(graph):
+    assert _circles(graph) == []
+
+
+def test_the_circle_search_finds_a_circle():
+    graph = grimp.ImportGraph()
+    for module in ("a.services", "a.tasks", "a.models"):
+        graph.add_module(module)
+    graph.add_import(importer="a.services", imported="a.tasks")
+    graph.add_import(importer="a.tasks", imported="a.services")
+    graph.add_import(importer="a.tasks", imported="a.models")
+
+    assert _circles(graph) == [["a.services", "a.tasks"]]
+
+
+def test_nothing_below_the_entry_points_imports_one(graph):
+    upward = sorted(
+        f"{importer} -> {imported}"
+        for importer in graph.modules
+        if not ENTRY_POINT.search(importer)
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if ENTRY_POINT.search(imported)
+    )
+
+    assert upward == []
