@@ -11,6 +11,7 @@ is here reads stage shares over time and deployment markers (from the cohort rol
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -97,12 +98,15 @@ def pipeline_page(user: User | AnonymousUser, pipeline_id: int, now: dt.datetime
 
 @dataclass(frozen=True, slots=True)
 class StageShareSeries:
-    """One stage's share of the requests' self time in each bucket (None: no requests)."""
+    """One stage's share of the requests' self time in each bucket (None: no requests), and
+    of their critical paths' time (None also where a row has no critical-path sums)."""
 
     stage_id: int
     stage: str
     share_all: tuple[float | None, ...]
     share_tail: tuple[float | None, ...]
+    share_critical_all: tuple[float | None, ...]
+    share_critical_tail: tuple[float | None, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +148,19 @@ def share_series(
     names = dict(pipeline.stages.values_list("pk", "name"))
     stage_ids = sorted({stage_id for shares in found.values() for stage_id in shares.self_ms})
     column = {stage_id: index for index, stage_id in enumerate(stage_ids)}
-    sums = np.full((2, len(stage_ids), plan.bucket_count), np.nan)
+    sums = np.full((4, len(stage_ids), plan.bucket_count), np.nan)
     for (_, bucket), shares in found.items():
         index = (bucket - plan.start) // bucket_step
-        for cohort, sums_of in enumerate((shares.self_ms, shares.tail_self_ms)):
+        critical = shares.critical_complete
+        cohorts: tuple[Mapping[int, float | None], ...] = (
+            shares.self_ms,
+            shares.tail_self_ms,
+            shares.critical_ms if critical else {},
+            shares.tail_critical_ms if critical else {},
+        )
+        for cohort, sums_of in enumerate(cohorts):
             if not sums_of:
-                continue  # a tail too small to be shown stays a gap
+                continue  # a tail too small to be shown, or rows without critical paths: a gap
             sums[cohort, :, index] = 0.0
             for stage_id, own in sums_of.items():
                 sums[cohort, column[stage_id], index] = own
@@ -167,6 +178,8 @@ def share_series(
                 names[stage_id],
                 tuple(present(shares_of[0, index])),
                 tuple(present(shares_of[1, index])),
+                tuple(present(shares_of[2, index])),
+                tuple(present(shares_of[3, index])),
             )
             for index, stage_id in enumerate(stage_ids)
         ),

@@ -107,6 +107,12 @@ class StageShareSeriesSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(source="stage")
     share_all = serializers.ListField(child=serializers.FloatField(allow_null=True))
     share_tail = serializers.ListField(child=serializers.FloatField(allow_null=True))
+    share_critical_all = serializers.ListField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="Share of the critical paths' time; null where a bucket's rows predate "
+        "critical paths.",
+    )
+    share_critical_tail = serializers.ListField(child=serializers.FloatField(allow_null=True))
 
 
 class ShareSeriesSerializer(serializers.Serializer[Any]):

@@ -294,6 +294,14 @@ def test_parallel_children_critical_path_shares_differ_from_work_shares(writer, 
         ("predict", 30.0, 30 / 150, 30.0, 0.3),
     ]
     assert body["mean_root_ms_all"] == 100.0
+    # and so do the minute's shares in the series, the minutes without requests left empty
+    assert {
+        s["name"]: (s["share_all"][0], s["share_critical_all"]) for s in body["series"]["stages"]
+    } == {
+        "feature_hydration": (70 / 150, [0.7, None, None, None, None]),
+        "model_forward": (50 / 150, [0.0, None, None, None, None]),
+        "predict": (30 / 150, [0.3, None, None, None, None]),
+    }
 
 
 @db
