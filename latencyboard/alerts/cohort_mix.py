@@ -11,7 +11,7 @@ import logging
 from latencyboard.alerts.mix import Label, MixDecomposition, decompose
 from latencyboard.alerts.regression import Baseline, RegressionRule
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
-from latencyboard.rollups.cohort_queries import END_TO_END, cohort_series, window_segments
+from latencyboard.rollups.cohort_queries import END_TO_END_KEY, cohort_series, window_segments
 from latencyboard.sketches.sketch import Sketch
 
 logger = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def assess_mix(
     ``[start, end)`` against ``baseline``, by the first cohort attribute that names a cohort
     (a mix shift, or a regression inside one cohort), else by the first with cohort rows on
     both sides; ``None`` when no attribute has any (mix not assessed)."""
-    series = END_TO_END if stage_id is None else stage_id
+    series = END_TO_END_KEY if stage_id is None else stage_id
     before = window_segments(pipeline, baseline.window_start, baseline.window_end)
     now = window_segments(pipeline, start, end)
     found: list[tuple[str, MixDecomposition]] = []

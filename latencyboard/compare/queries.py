@@ -18,8 +18,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from latencyboard.compare import length_split, stats
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.rollups import cohort_queries
-from latencyboard.rollups.cohort_queries import END_TO_END as END_TO_END_SERIES
-from latencyboard.rollups.cohort_queries import SeriesSketches
+from latencyboard.rollups.cohort_queries import END_TO_END_KEY, SeriesSketches
 from latencyboard.rollups.queries import END_TO_END
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
@@ -111,14 +110,14 @@ def compare(
     sides = _sketches(pipeline, a, b, attribute)
     series = sorted(
         {key for side in sides for key in side if not _repeats_end_to_end(sides, key)},
-        key=lambda key: (key != END_TO_END_SERIES, key),
+        key=lambda key: (key != END_TO_END_KEY, key),
     )
     names = dict(pipeline.stages.filter(pk__in=series).values_list("pk", "name"))
     stages = []
     for key in series:
-        name = END_TO_END if key == END_TO_END_SERIES else names.get(key, f"stage {key}")
+        name = END_TO_END if key == END_TO_END_KEY else names.get(key, f"stage {key}")
         delta = stats.compare_sketches(sides[0].get(key, Sketch()), sides[1].get(key, Sketch()))
-        stage_id = None if key == END_TO_END_SERIES else key
+        stage_id = None if key == END_TO_END_KEY else key
         stages.append(StageComparison(stage_id, name, delta, stats.verdict(name, delta)))
     b_label = "B" if attribute is None else f"B ({attribute} = {b.value})"
     return Comparison(
@@ -159,10 +158,10 @@ def _sketches(pipeline: Pipeline, a: Side, b: Side, attribute: str | None) -> li
 def _repeats_end_to_end(sides: list[SeriesSketches], key: int) -> bool:
     """Whether ``key`` is the stage of the root spans only, whose latency is end to end's:
     shown once, as end to end."""
-    if key == END_TO_END_SERIES:
+    if key == END_TO_END_KEY:
         return False
     return all(
-        side.get(key, _EMPTY).to_bytes() == side.get(END_TO_END_SERIES, _EMPTY).to_bytes()
+        side.get(key, _EMPTY).to_bytes() == side.get(END_TO_END_KEY, _EMPTY).to_bytes()
         for side in sides
     )
 
@@ -172,4 +171,4 @@ _EMPTY = Sketch()
 
 def _spans(sketches: SeriesSketches) -> int:
     """Spans of every stage together (end to end repeats the root spans, so not counted)."""
-    return sum(s.count for key, s in sketches.items() if key != END_TO_END_SERIES)
+    return sum(s.count for key, s in sketches.items() if key != END_TO_END_KEY)

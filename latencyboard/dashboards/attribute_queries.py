@@ -17,7 +17,7 @@ import numpy as np
 
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.rollups import cohort_queries
-from latencyboard.rollups.cohort_queries import END_TO_END
+from latencyboard.rollups.cohort_queries import END_TO_END_KEY
 from latencyboard.storage import span_reads
 
 MAX_VALUES: Final = 12
@@ -77,14 +77,14 @@ def attribute_breakdown(
 
     def weight(value: str) -> tuple[int, int]:
         series = by_value[value]
-        end_to_end = series.get(END_TO_END)
+        end_to_end = series.get(END_TO_END_KEY)
         total = sum(f.sketch.count for f in series.values())
         return (end_to_end.sketch.count if end_to_end else 0, total)
 
     values = tuple(sorted(by_value, key=lambda v: (*(-w for w in weight(v)), v))[:MAX_VALUES])
     groups = [
         AttributeGroup(
-            None if series == END_TO_END else series,
+            None if series == END_TO_END_KEY else series,
             value,
             figures.sketch.count,
             figures.errors / figures.sketch.count,
@@ -99,7 +99,7 @@ def attribute_breakdown(
         figures.sketch.count
         for series in by_value.values()
         for key_, figures in series.items()
-        if key_ != END_TO_END
+        if key_ != END_TO_END_KEY
     )
     return AttributeBreakdown(key, True, start, end, spans, levels, values, tuple(groups))
 

@@ -133,14 +133,6 @@ class StageRule(models.Model):
         if not (self.name_pattern or self.attribute):
             raise ValidationError("A rule needs a name pattern or an attribute to match.")
 
-    def as_rule(self) -> mapping.Rule:
-        return mapping.Rule(
-            stage=self.stage,
-            name_pattern=self.name_pattern,
-            attribute=self.attribute,
-            value_pattern=self.value_pattern,
-        )
-
 
 class DerivedStageRule(models.Model):
     """A stage read from one span's attributes or events (see

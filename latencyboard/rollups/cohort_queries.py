@@ -22,7 +22,7 @@ from latencyboard.rollups.windows import RESOLUTION_SECONDS, Segment
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.storage import cohort_reads, tables
 
-END_TO_END = cohort_reads.END_TO_END
+END_TO_END_KEY = cohort_reads.END_TO_END_KEY
 """The series key of end-to-end latency; other keys are stage ids."""
 
 SeriesSketches = dict[int, Sketch]

@@ -16,15 +16,15 @@ from typing import Any, Final
 from latencyboard.rollups.windows import Segment
 from latencyboard.storage.tables import COHORT_ROWS, ROLLUP
 
-END_TO_END: Final = 0
+END_TO_END_KEY: Final = 0
 """The series of end-to-end latency in the rows read here; stage ids start at 1."""
 
 _ROLLUP_SEGMENT: Final = f"""
-SELECT %s::int, coalesce(stage_id, {END_TO_END}), sketch FROM {ROLLUP}
+SELECT %s::int, coalesce(stage_id, {END_TO_END_KEY}), sketch FROM {ROLLUP}
 WHERE pipeline_id = %s AND resolution = %s AND bucket_start >= %s AND bucket_start < %s
 """  # noqa: S608 - constant names
 _COHORT_SEGMENT: Final = f"""
-SELECT value, coalesce(stage_id, {END_TO_END}), error_count, sketch FROM {COHORT_ROWS}
+SELECT value, coalesce(stage_id, {END_TO_END_KEY}), error_count, sketch FROM {COHORT_ROWS}
 WHERE pipeline_id = %s AND attribute = %s AND resolution = %s
   AND bucket_start >= %s AND bucket_start < %s {{values}}
 """  # noqa: S608
