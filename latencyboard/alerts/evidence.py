@@ -34,6 +34,7 @@ def regression_evidence(stage: StageResult, evaluation: Evaluation) -> dict[str,
     assert test is not None, "only firing stages have evidence"
     return {
         "detector": "regression",
+        "test": str(test.method),
         "quantile": quantile_name(test.q),
         "baseline": _interval(test.baseline),
         "current": _interval(test.current),

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from latencyboard.alerts.binomial import binomial_upper_tail
+from latencyboard.stats.binomial import binomial_upper_tail
 from latencyboard.alerts.regression import Baseline, QuantileTest, RegressionRule, quantile_tests
 from latencyboard.alerts.tail import count_above, threshold_of
 from latencyboard.sketches.sketch import Sketch, merge_many

@@ -1,14 +1,21 @@
-"""Did a stage's tail regress? A binomial test of a recent window against the stage's baseline.
+"""Did a stage regress? Binomial tail counts and a rank test of a recent window against the
+stage's baseline.
 
-The test
+The tests
     For each stage and each tested quantile ``q`` (p90, p95, p99 by default), count the ``k``
     of the window's ``n`` values above the baseline's ``q`` quantile (above its bucket, see
     :mod:`latencyboard.alerts.tail`). With no change, each value lands there with probability
     at most ``1 - q``, so ``k`` is at most ``Binomial(n, 1 - q)`` and ``P(K >= k)`` is a valid
     one-sided p-value, whatever the latency distribution.
 
+    Beside them, a Mann-Whitney rank test of the window's buckets against the baseline's
+    (:mod:`latencyboard.stats.rank`, from ``MIN_VALUES`` values): the counts see a tail that
+    grew, the rank test a whole distribution that moved, which the counts miss when it is
+    wide in log space. Its figures are the medians' (reported as p50), and its effect is the
+    median's change.
+
 When it fires
-    Only when all three hold for one (stage, quantile):
+    Only when all three hold for one (stage, test):
 
     * the p-value is rejected by Holm's procedure over every (stage, quantile) tested in the
       evaluation, at family-wise level ``family_alpha``;
@@ -16,7 +23,7 @@ When it fires
       ``min_absolute_effect_ms`` (a real but immaterial change is not worth a page), the
       relative floor taken to the sketch's resolution (see ``_decide``);
     * the window holds enough values: ``n * (1 - q) >= min_expected_above`` (p99 needs 500
-      values, p95 100, p90 50, with the default 5).
+      values, p95 100, p90 50, with the default 5; the rank test 20).
 
     A stage whose baseline has fewer than ``min_baseline_count`` values is "not ready" and
     takes no part (its quantile would be too uncertain to test against).
@@ -31,12 +38,14 @@ Why p90 too
 
 The false-alarm budget
     Holm bounds the chance that an evaluation of an unchanged pipeline fires at
-    ``family_alpha``. Evaluated every minute, 30 days are 43,200 evaluations; an alarm
-    episode needs at least one firing evaluation, so the expected number of false alarms is at
-    most ``43,200 * family_alpha``. The default ``1e-5`` gives at most 0.43 per pipeline per
-    30 days before the effect floor, which removes most of the rest, inside the budget of 1.
-    This holds for stationary traffic; daily cycles and slow drifts are what the rolling
-    (optionally same-hour-of-week) baseline and the effect floor are there for.
+    ``family_alpha`` (the family: every stage's counts and rank test). Evaluated every
+    minute, 30 days are 43,200 evaluations; an alarm episode needs at least one firing
+    evaluation, so the expected number of false alarms is at most ``43,200 * family_alpha``.
+    The default ``1e-5`` gives at most 0.43 per pipeline per 30 days before the effect floor,
+    which removes most of the rest, inside the budget of 1. This holds for stationary
+    traffic only: the baseline is the trailing 7 days whatever the hour, so a stage with a
+    daily cycle of more than the effect floor fires at its slow hours (``make
+    bench-detector``'s daily-cycle scenario).
 """
 
 from __future__ import annotations
@@ -48,29 +57,46 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Final
 
-from latencyboard.alerts.binomial import binomial_upper_tail, holm_rejections
+import numpy as np
+
 from latencyboard.alerts.tail import (
     Interval,
     Threshold,
+    bucket_counts,
     count_above,
     quantile_intervals,
     threshold_of,
 )
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats.binomial import binomial_upper_tail, holm_rejections
+from latencyboard.stats.rank import MIN_VALUES, rank_shift
 
 __all__ = [
     "Baseline",
     "Evaluation",
+    "Method",
     "QuantileTest",
     "RegressionRule",
     "StageResult",
     "Status",
     "evaluate",
+    "large_enough",
     "quantile_tests",
 ]
 
 DEFAULT_QUANTILES: Final = (0.9, 0.95, 0.99)
+MEDIAN: Final = 0.5
+"""The rank test's figures are the medians'."""
+
+
+class Method(StrEnum):
+    """Which test found a change."""
+
+    COUNT = "count"
+    """Values above the baseline quantile, binomial."""
+    RANK = "rank"
+    """Mann-Whitney rank test of the whole distribution."""
 
 
 class Status(StrEnum):
@@ -95,6 +121,9 @@ class Baseline:
     _figures: dict[tuple[tuple[float, ...], float], tuple[_BaselineFigure, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _buckets: list[tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     @property
     def count(self) -> int:
@@ -112,6 +141,12 @@ class Baseline:
                 for q, interval in zip(qs, intervals, strict=True)
             )
         return self._figures[key]
+
+    def buckets(self) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`bucket_counts` of the baseline, worked out once."""
+        if not self._buckets:
+            self._buckets.append(bucket_counts(self.sketch))
+        return self._buckets[0]
 
 
 @dataclass(frozen=True)
@@ -156,6 +191,7 @@ class QuantileTest:
     effect_ms: float
     effect_relative: float
     fired: bool
+    method: Method = Method.COUNT
 
 
 @dataclass(frozen=True)
@@ -201,13 +237,36 @@ class _Pending:
     k: int
     threshold_ms: float
     p_value: float
+    method: Method = Method.COUNT
+
+
+def _rank_pending(baseline: Baseline, window: Sketch, rule: RegressionRule) -> list[_Pending]:
+    """The rank test, when the window has the values for it."""
+    if window.count < MIN_VALUES:
+        return []
+    (figure,) = baseline.figures((MEDIAN,), rule.confidence)
+    (current,) = quantile_intervals(window, (MEDIAN,), rule.confidence)
+    shift = rank_shift(*baseline.buckets(), *bucket_counts(window))
+    return [
+        _Pending(
+            MEDIAN,
+            figure.interval,
+            current,
+            window.count,
+            count_above(window, [figure.threshold])[0],
+            figure.threshold.upper_edge_ms,
+            shift.p_value,
+            Method.RANK,
+        )
+    ]
 
 
 def _pending(baseline: Baseline, window: Sketch, rule: RegressionRule) -> list[_Pending]:
-    """The quantile tests a window supports (ignoring quantiles with too few values)."""
+    """The tests a window supports (ignoring quantiles with too few values)."""
+    ranked = _rank_pending(baseline, window, rule)
     qs = tuple(q for q in rule.quantiles if window.count * (1.0 - q) >= rule.min_expected_above)
     if not qs:
-        return []
+        return ranked
     currents = quantile_intervals(window, qs, rule.confidence)
     figures = baseline.figures(qs, rule.confidence)
     above = count_above(window, [figure.threshold for figure in figures])
@@ -224,17 +283,24 @@ def _pending(baseline: Baseline, window: Sketch, rule: RegressionRule) -> list[_
                 binomial_upper_tail(k, window.count, 1.0 - q),
             )
         )
-    return pending
+    return ranked + pending
+
+
+def large_enough(effect_ms: float, base_ms: float, rule: RegressionRule) -> bool:
+    """Whether a change of ``effect_ms`` from ``base_ms`` (both from sketch figures) passes
+    the rule's minimum effect."""
+    effect_relative = effect_ms / base_ms if base_ms > 0 else math.inf
+    # Both figures are bucket estimates, so their ratio moves in steps of GAMMA (~2%): the
+    # relative floor is applied to the sketch's resolution (1.197 is the step nearest 1.2).
+    floor = (1.0 + rule.min_relative_effect) / (1.0 + RELATIVE_ERROR) - 1.0
+    return effect_ms >= rule.min_absolute_effect_ms and effect_relative >= floor
 
 
 def _decide(pending: _Pending, significant: bool, rule: RegressionRule) -> QuantileTest:
     base, now = pending.baseline.estimate, pending.current.estimate
     effect_ms = now - base
     effect_relative = effect_ms / base if base > 0 else math.inf
-    # Both figures are bucket estimates, so their ratio moves in steps of GAMMA (~2%): the
-    # relative floor is applied to the sketch's resolution (1.197 is the step nearest 1.2).
-    floor = (1.0 + rule.min_relative_effect) / (1.0 + RELATIVE_ERROR) - 1.0
-    large = effect_ms >= rule.min_absolute_effect_ms and effect_relative >= floor
+    large = large_enough(effect_ms, base, rule)
     return QuantileTest(
         pending.q,
         pending.baseline,
@@ -247,6 +313,7 @@ def _decide(pending: _Pending, significant: bool, rule: RegressionRule) -> Quant
         effect_ms,
         effect_relative,
         significant and large,
+        pending.method,
     )
 
 

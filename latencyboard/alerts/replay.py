@@ -8,7 +8,9 @@ week is wasteful, so the replay runs it only where it could matter: while an ale
 the family's significance level. That screen cannot miss a firing: Holm's procedure rejects
 nothing unless the smallest p-value is at most ``alpha / m``, and the counts a p-value is
 computed from (values in the window, values above the baseline quantile's bucket) are sums
-over the window's minutes, so they are found for every minute from running sums.
+over the window's minutes, so they are found for every minute from running sums. So is the
+rank test's ``U`` (pairs of a window value above a baseline value): its p-value needs the
+window's ties too, so the screen takes the smallest p-value any ties could give.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from latencyboard.alerts import lifecycle, regression
-from latencyboard.alerts.binomial import binomial_upper_tail
 from latencyboard.alerts.evidence import quantile_name
-from latencyboard.alerts.tail import counts_above_many
+from latencyboard.alerts.tail import counts_above_many, pairs_above_many
 from latencyboard.sketches.sketch import merge_many
+from latencyboard.stats.binomial import binomial_upper_tail
+from latencyboard.stats.rank import MIN_VALUES, smallest_p_values
 
 MINUTE = dt.timedelta(minutes=1)
 FOREVER = dt.datetime.max.replace(tzinfo=dt.UTC)
@@ -169,6 +172,9 @@ def _screen(
         n_sum, k_sum = np.cumsum(n), np.cumsum(k, axis=0)
         n_w = n_sum[window:] - n_sum[:-window]
         k_w = k_sum[window:] - k_sum[:-window]
+        possible[window:] |= _rank_screen(
+            baseline, list(rows.values()), at, n_w, count, window, rule
+        )
         for j, q in enumerate(qs):
             expected = n_w * (1.0 - q)
             # Only a count above what no change would give can have a small p-value.
@@ -177,6 +183,30 @@ def _screen(
                 p_value = binomial_upper_tail(int(k_w[w, j]), int(n_w[w]), 1.0 - q)
                 possible[window + w] |= p_value <= rule.family_alpha
     return possible
+
+
+def _rank_screen(
+    baseline: regression.Baseline,
+    blobs: list[bytes],
+    at: np.ndarray,
+    n_w: np.ndarray,
+    count: int,
+    window: int,
+    rule: regression.RegressionRule,
+) -> np.ndarray:
+    """Which windows' rank test could be significant (``n_w``: their values)."""
+    keys, counts = baseline.buckets()
+    pairs = np.zeros(count + 1)
+    pairs[at] = pairs_above_many(blobs, keys, counts)[1]
+    pairs_sum = np.cumsum(pairs)
+    u_w = pairs_sum[window:] - pairs_sum[:-window]
+    # Only a U above its no-change mean can have a small p-value.
+    tested = (n_w >= MIN_VALUES) & (u_w > n_w * baseline.count / 2.0)
+    found = np.zeros(n_w.size, dtype=bool)
+    if tested.any():
+        bound = smallest_p_values(u_w[tested], n_w[tested], counts)
+        found[tested] = bound <= rule.family_alpha
+    return found
 
 
 def _pages(alerts: list[ReplayedAlert]) -> int:

@@ -18,16 +18,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from latencyboard.alerts.binomial import quantile_rank_bounds
 from latencyboard.sketches.buckets import GAMMA, MIN_KEY, MIN_VALUE, RELATIVE_ERROR, bucket_keys
 from latencyboard.sketches.format import decode, joined
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats.binomial import quantile_rank_bounds
 
 __all__ = [
     "Interval",
     "Threshold",
+    "bucket_counts",
     "count_above",
     "counts_above_many",
+    "pairs_above_many",
     "quantile_intervals",
     "threshold_of",
 ]
@@ -78,12 +80,20 @@ def count_above(sketch: Sketch, thresholds: Sequence[Threshold]) -> list[int]:
     return [int(count) for count in above[cuts]]
 
 
-def counts_above_many(
-    blobs: Sequence[bytes], thresholds: Sequence[Threshold]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Of many stored sketches (their blobs, at least one) at once: each one's count of
-    values, and its :func:`count_above` of each threshold (one column per threshold), with
-    a fixed number of numpy operations instead of a sketch decoded per blob."""
+def bucket_counts(sketch: Sketch) -> tuple[np.ndarray, np.ndarray]:
+    """A sketch's keys and counts, the zero bucket as a key below every other (rank order)."""
+    keys, counts = sketch.buckets()
+    if sketch.zero_count:
+        keys = np.concatenate(([MIN_KEY - 1], keys))
+        counts = np.concatenate(([sketch.zero_count], counts))
+    return keys, counts
+
+
+def _decoded(
+    blobs: Sequence[bytes],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Many stored sketches decoded at once: each one's count of values and of zero-bucket
+    values, and each bucket's owner (index of its blob), key and count."""
     parts, runs = decode(*joined(blobs), None, narrow_counts=False)
     # Which blob each bucket belongs to: a blob's buckets are one run from its first_bucket.
     sizes = runs.size
@@ -92,11 +102,44 @@ def counts_above_many(
     owner = np.empty(ids.size, dtype=np.int64)
     owner[np.repeat(runs.first_bucket, sizes) + within] = ids
     counts = parts.bucket_counts.astype(np.float64)
-    above = np.empty((sizes.size, len(thresholds)), dtype=np.int64)
+    return parts.value_count, parts.zero_count, owner, parts.keys, counts
+
+
+def counts_above_many(
+    blobs: Sequence[bytes], thresholds: Sequence[Threshold]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of many stored sketches (their blobs, at least one) at once: each one's count of
+    values, and its :func:`count_above` of each threshold (one column per threshold), with
+    a fixed number of numpy operations instead of a sketch decoded per blob."""
+    value_count, _, owner, keys, counts = _decoded(blobs)
+    above = np.empty((value_count.size, len(thresholds)), dtype=np.int64)
     for j, threshold in enumerate(thresholds):
-        wholly_above = np.where(parts.keys > threshold.key, counts, 0.0)
-        above[:, j] = np.bincount(owner, weights=wholly_above, minlength=sizes.size)
-    return parts.value_count, above
+        wholly_above = np.where(keys > threshold.key, counts, 0.0)
+        above[:, j] = np.bincount(owner, weights=wholly_above, minlength=value_count.size)
+    return value_count, above
+
+
+def pairs_above_many(
+    blobs: Sequence[bytes], baseline_keys: np.ndarray, baseline_counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of many stored sketches at once: each one's count of values, and how many (value,
+    baseline value) pairs have the value in a higher bucket, a pair in one bucket counted
+    half (the Mann-Whitney ``U`` of the sketch against the baseline; baseline keys as
+    :func:`bucket_counts` gives them, the zero bucket
+    ``MIN_KEY - 1``). ``U`` adds up over minutes, so a window's is a sum of its minutes'."""
+    value_count, zeros, owner, keys, counts = _decoded(blobs)
+    last = baseline_keys.size - 1
+    below = np.concatenate(([0], np.cumsum(baseline_counts)))
+    at = np.searchsorted(baseline_keys, keys)
+    tied = np.where(
+        baseline_keys[np.minimum(at, last)] == keys, baseline_counts[np.minimum(at, last)], 0
+    )
+    pairs = np.bincount(
+        owner, weights=counts * (below[at] + 0.5 * tied), minlength=value_count.size
+    )
+    # Values of the zero bucket: below every regular bucket, tied with the baseline's zeros.
+    baseline_zeros = baseline_counts[0] if baseline_keys[0] < MIN_KEY else 0
+    return value_count, pairs + zeros * 0.5 * baseline_zeros
 
 
 def quantile_intervals(

@@ -1,4 +1,4 @@
-"""Tests for latencyboard.alerts.binomial against exact rational arithmetic."""
+"""Tests for latencyboard.stats.binomial against exact rational arithmetic."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from latencyboard.alerts.binomial import (
+from latencyboard.stats.binomial import (
     binomial_upper_tail,
     holm_rejections,
     quantile_rank_bounds,
