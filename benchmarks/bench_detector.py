@@ -7,8 +7,8 @@ Three checks of :mod:`latencyboard.alerts.simulation`, with the default rule:
   (after a 7-day warm-up), budget <= 1 alarm per pipeline per 30 days;
 * detection: a +25% shift of one random stage at a random time, detected (on that stage)
   within 10 minutes in >= 95% of trials; delays p50 / p95 / max;
-* mix shift: 60% of traffic moves to a v8 whose model_forward is x1.35, labelled
-  ``mix_shift`` in >= 95% of trials.
+* deploy: 60% of traffic moves to a new v8 whose model_forward is x1.35, labelled a
+  ``regression`` of v8 in >= 95% of trials.
 
 Pipelines run in ``--workers`` processes (2: this machine's cores). Seeded: the same
 arguments print the same figures.
@@ -86,9 +86,9 @@ def main() -> None:
     )
     labels = collections.Counter(label for _, _, run_labels in found for label in run_labels)
     total = sum(labels.values())
-    share = labels[str(mix.Label.MIX_SHIFT)] / total
-    print(f"mix shift to v8 (60%, model_forward x1.35), {total} trials:")
-    print(f"  labelled mix_shift {share:.1%}; labels {dict(labels)}")
+    share = labels[str(mix.Label.REGRESSION)] / total
+    print(f"new v8 taking 60% (model_forward x1.35), {total} trials:")
+    print(f"  labelled regression {share:.1%}; labels {dict(labels)}")
     print(f"wall time {time.perf_counter() - started:.0f} s")
 
 

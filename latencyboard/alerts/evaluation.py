@@ -162,6 +162,8 @@ def _regression(
             )
             if split is not None:
                 found["mix"] = evidence.mix_evidence(*split)
+                # An open alert keeps the latest split: a rollout's share moves on after firing.
+                finding.current["mix"] = found["mix"]
             finding.evidence["regression"] = found
             finding.summary = evidence.regression_summary(str(rule.pipeline), stage.stage, found)
         elif stage.status is regression.Status.OK:

@@ -16,14 +16,23 @@ bucket, as in :mod:`latencyboard.alerts.tail`)::
     mix     E_mix - E0      the part the change of mix alone explains
 
 ``b_c`` is cohort ``c``'s baseline rate above ``T``. A cohort without a ready baseline (a new
-version) has no behaviour to compare with: its current rate stands in for ``b_c``, so all of
-its effect is mix. ``within`` is tested properly, cohort by cohort, with the regression
-detector's binomial test against each cohort's own baseline (Holm over cohorts); the mix is
+version) has no baseline of its own: its current rate stands in for ``b_c``, so its effect
+counts as mix, and it is judged against the version it replaces instead (the cohort with
+the largest baseline share): over the same window when that version still has
+``MIN_VALUES`` values in it (a canary: both see the same hour's traffic), else against its
+baseline (a rollout to 100%), with the rank test of :mod:`latencyboard.stats.rank` (valid
+with two samples of any size) at ``family_alpha`` shared among the new versions, and the
+rule's minimum effect at the median or ``q``. A new version slower than that is a
+*regression of the deploy* ("regression in v8, now 100% of traffic: p99 +35% over v7"),
+whatever share of traffic it took. ``within`` is tested properly, cohort by cohort, with the
+regression detector's tests against each cohort's own baseline (Holm over cohorts); the mix is
 *significant* when the count it predicts, ``E_mix``, would itself be significant against
 ``Binomial(n, 1 - q)`` at the rule's ``family_alpha``.
 
 Labels, when the pooled count or ``E_mix`` is significant:
 
+* ``regression`` naming a new version slower than the one it replaces (above), any cohort's
+  own regression added to the message;
 * ``regression`` naming the cohort that regressed (the one with the largest effect), or
   ``mix_shift_and_regression`` when the mix is also significant and explains at least
   ``MIX_SHARE`` of the excess ``k - E0``;
@@ -42,10 +51,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from latencyboard.stats.binomial import binomial_upper_tail
-from latencyboard.alerts.regression import Baseline, QuantileTest, RegressionRule, quantile_tests
-from latencyboard.alerts.tail import count_above, threshold_of
+from latencyboard.alerts.regression import (
+    Baseline,
+    QuantileTest,
+    RegressionRule,
+    large_enough,
+    quantile_tests,
+)
+from latencyboard.alerts.tail import bucket_counts, count_above, threshold_of
 from latencyboard.sketches.sketch import Sketch, merge_many
+from latencyboard.stats.binomial import binomial_upper_tail
+from latencyboard.stats.rank import MIN_VALUES, rank_shift
 
 __all__ = ["MIX_SHARE", "CohortChange", "Label", "MixDecomposition", "decompose"]
 
@@ -150,6 +166,60 @@ def _regression_message(cohort: CohortChange, attribute: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Deploy:
+    """A new version found slower than the one it replaces."""
+
+    cohort: str
+    reference: str
+    q: float
+    reference_ms: float
+    current_ms: float
+    p_value: float
+
+
+def _deploys(
+    baselines: Mapping[str, Baseline],
+    windows: Mapping[str, Sketch],
+    q: float,
+    rule: RegressionRule,
+) -> list[_Deploy]:
+    """The new versions (window values, no ready baseline) slower than the version they
+    replace, largest effect first (see the module docstring)."""
+    ready = {name: b for name, b in baselines.items() if b.count >= rule.min_baseline_count}
+    new = [
+        name for name, window in windows.items() if name not in ready and window.count >= MIN_VALUES
+    ]
+    if not ready or not new:
+        return []
+    reference = max(ready, key=lambda name: ready[name].count)
+    same_window = windows.get(reference)
+    if same_window is not None and same_window.count >= MIN_VALUES:
+        against = same_window
+    else:
+        against = ready[reference].sketch
+    found = []
+    for name in new:
+        window = windows[name]
+        p_value = rank_shift(*bucket_counts(against), *bucket_counts(window)).p_value
+        if p_value > rule.family_alpha / len(new):
+            continue
+        effects = [(level, against.quantile(level), window.quantile(level)) for level in (0.5, q)]
+        level, before, now = max(effects, key=lambda e: e[2] / e[1] if e[1] > 0 else 0.0)
+        if large_enough(now - before, before, rule):
+            found.append(_Deploy(name, reference, level, before, now, p_value))
+    return sorted(found, key=lambda d: d.current_ms / d.reference_ms, reverse=True)
+
+
+def _deploy_message(deploy: _Deploy, share: float, attribute: str) -> str:
+    change = deploy.current_ms / deploy.reference_ms - 1.0
+    return (
+        f"regression in {_named(attribute, deploy.cohort)}, now {_percent(share)} of traffic: "
+        f"{_name(deploy.q)} +{_percent(change)} over {deploy.reference} "
+        f"({deploy.reference_ms:.1f} → {deploy.current_ms:.1f} ms)"
+    )
+
+
 def decompose(
     baselines: Mapping[str, Baseline],
     windows: Mapping[str, Sketch],
@@ -172,6 +242,8 @@ def decompose(
     n, baseline_n = pooled_window.count, pooled_baseline.count
     rate = count_above(pooled_baseline, [threshold])[0] / baseline_n
     tests = quantile_tests(baselines, windows, rule)
+    deploys = _deploys(baselines, windows, q, rule)
+    slower = {deploy.cohort for deploy in deploys}
     cohorts = []
     expected_with_mix = 0.0
     for name in sorted(set(baselines) | set(windows)):
@@ -196,7 +268,7 @@ def decompose(
                 window.quantile(q),
                 b_ms,
                 cohort_tests,
-                any(test.fired for test in cohort_tests),
+                name in slower or any(test.fired for test in cohort_tests),
             )
         )
     k = sum(c.k for c in cohorts)
@@ -205,10 +277,18 @@ def decompose(
     mix_p_value = binomial_upper_tail(math.floor(expected_with_mix), n, 1.0 - q)
     within, mix = k - expected_with_mix, expected_with_mix - expected
     anomalous = p_value <= rule.family_alpha or mix_p_value <= rule.family_alpha
-    regressed = [c for c in cohorts if c.regressed]
+    regressed = [c for c in cohorts if c.regressed and c.cohort not in slower]
     result = tuple(cohorts)
     label, cohort, message = Label.NO_CHANGE, None, "no change"
-    if regressed:
+    if deploys:
+        deploy = deploys[0]
+        label, cohort = Label.REGRESSION, deploy.cohort
+        share = next(c.current_share for c in cohorts if c.cohort == deploy.cohort)
+        message = _deploy_message(deploy, share, attribute)
+        if regressed:
+            worst = max(regressed, key=lambda c: max(t.effect_ms for t in c.tests if t.fired))
+            message = f"{message}; {_regression_message(worst, attribute)}"
+    elif regressed:
         worst = max(regressed, key=lambda c: max(t.effect_ms for t in c.tests if t.fired))
         cohort, message = worst.cohort, _regression_message(worst, attribute)
         label = Label.REGRESSION

@@ -229,8 +229,9 @@ def mix_trial(
     follow_minutes: int = 20,
     rule: regression.RegressionRule | None = None,
 ) -> MixTrial:
-    """From a random second of minute 10, ``new_share`` of requests go to v8, whose
-    ``model_forward`` is ``factor`` times slower; v7 (all of the baseline) is unchanged."""
+    """From a random second of minute 10, ``new_share`` of requests go to a new v8, whose
+    ``model_forward`` is ``factor`` times slower; v7 (all of the baseline) is unchanged: a
+    regression of the deploy."""
     shift_at = WINDOW_MINUTES * 60 + float(rng.uniform(0, 60))
     values = pipeline.traffic(rng, (WINDOW_MINUTES + 1 + follow_minutes) * 60)
     seconds = np.arange(values.shape[0])

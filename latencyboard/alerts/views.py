@@ -51,7 +51,14 @@ def _now_figures(alert: Alert) -> dict[str, Any]:
     first evaluation after firing, or for a burn-rate alert)."""
     found = alert.evidence.get("regression") or {}
     figures = alert.current.get("quantiles", {}).get(found.get("quantile"))
-    return {"at": alert.current_at, "n": alert.current.get("n"), **figures} if figures else {}
+    if not figures:
+        return {}
+    return {
+        "at": alert.current_at,
+        "n": alert.current.get("n"),
+        "mix": alert.current.get("mix"),
+        **figures,
+    }
 
 
 def _expected_percent(alert: Alert) -> str:

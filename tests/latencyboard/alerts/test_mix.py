@@ -25,21 +25,44 @@ def baseline(seed: int, size: int, factor: float = 1.0) -> Baseline:
     return Baseline(sketch(seed, size, factor), WEEK_START, WEEK_END)
 
 
-def test_traffic_moving_to_a_new_slower_version_is_a_mix_shift() -> None:
-    # given a week of v7 only, then 60% of the last 10 minutes on v8, 35% slower
+def test_a_new_slower_version_taking_traffic_is_a_regression_of_that_version() -> None:
+    # given a week of v7 only, then 60% of the last 10 minutes on a new v8, 35% slower
     baselines = {"v7": baseline(1, 100_000)}
     windows = {"v7": sketch(2, 400), "v8": sketch(3, 600, factor=1.35)}
     # when split
     result = decompose(baselines, windows)
-    # then it is a mix shift to v8, all of it explained by the mix
-    assert result.label is Label.MIX_SHIFT
+    # then it is v8's regression, judged against v7 over the same window, not a mix shift
+    assert result.label is Label.REGRESSION
     assert result.cohort == "v8"
     assert re.fullmatch(
-        r"mix shift: 60% of traffic now on v8, whose p99 is \d+% above v7", result.message
+        r"regression in v8, now 60% of traffic: p(50|99) \+3\d% over v7 "
+        r"\([\d.]+ → [\d.]+ ms\)",
+        result.message,
     )
-    assert result.mix_excess > 10 * abs(result.within_excess)
+    assert [(c.cohort, c.regressed) for c in result.cohorts] == [("v7", False), ("v8", True)]
     assert result.k == sum(cohort.k for cohort in result.cohorts)
     assert result.within_excess + result.mix_excess == pytest.approx(result.k - result.expected)
+
+
+def test_a_rollout_to_all_traffic_is_judged_against_the_old_versions_baseline() -> None:
+    # given a week of v7 only, then every request of the last 10 minutes on a v8 35% slower
+    result = decompose({"v7": baseline(1, 100_000)}, {"v8": sketch(3, 600, factor=1.35)})
+    assert (result.label, result.cohort) == (Label.REGRESSION, "v8")
+    assert re.match(
+        r"regression in v8, now 100% of traffic: p(50|99) \+3\d% over v7", result.message
+    )
+
+
+@pytest.mark.parametrize("share", [0.2, 0.6])
+def test_a_new_version_as_fast_as_the_old_is_not_named(share: float) -> None:
+    # given a new v8 exactly like v7 taking traffic while v7 itself got 50% slower
+    baselines = {"v7": baseline(1, 100_000)}
+    n8 = int(1000 * share)
+    windows = {"v7": sketch(2, 1000 - n8, factor=1.5), "v8": sketch(3, n8, factor=1.5)}
+    result = decompose(baselines, windows)
+    # then v8 is no regression of its own: it is as slow as v7 in the same minutes
+    assert all(not c.regressed for c in result.cohorts if c.cohort == "v8")
+    assert not result.message.startswith("regression in v8")
 
 
 def test_a_slow_canary_taking_more_traffic_is_a_mix_shift() -> None:

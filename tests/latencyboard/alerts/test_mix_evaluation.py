@@ -1,6 +1,6 @@
-"""Mix-aware alert evidence on real rollup and cohort rollup rows in PostgreSQL: a traffic
-shift to a slower version is told from a slowdown within one version, on the alert, its page
-and its notice."""
+"""Mix-aware alert evidence on real rollup and cohort rollup rows in PostgreSQL: a new slower
+version is that deploy's regression, a traffic shift to a known slower version is a mix
+shift, a slowdown within one version names it, on the alert, its page and its notice."""
 
 from __future__ import annotations
 
@@ -33,12 +33,15 @@ pytestmark = pytest.mark.django_db
 HOUR = dt.timedelta(hours=1)
 
 
-def put_version_history(scene: Scene, per_hour: dict[str, int]) -> None:
-    """24 hours of the stage, as :func:`put_history`, split between versions alike."""
+def put_version_history(scene: Scene, per_hour: dict[str, int], slower: float = 1.0) -> None:
+    """24 hours of the stage, as :func:`put_history`, split between versions, the last
+    ``slower`` times the others."""
     top = NOW.replace(minute=0, second=0, microsecond=0) - HOUR
+    last = len(per_hour) - 1
     for hour in range(1, 25):
         versions = {
-            value: latencies(n, hour * 10 + i) for i, (value, n) in enumerate(per_hour.items())
+            value: latencies(n, hour * 10 + i, slower if i == last else 1.0)
+            for i, (value, n) in enumerate(per_hour.items())
         }
         put_versions(scene, "hour", top - hour * HOUR, versions)
 
@@ -60,8 +63,8 @@ def evaluate(scene: Scene) -> Alert:
     return Alert.objects.get()
 
 
-def test_traffic_moving_to_a_slower_version_is_a_mix_shift_not_a_regression(client):
-    # given a day of v7 only, then 60% of the last 10 minutes on v8, 35% slower
+def test_a_new_slower_version_taking_traffic_is_a_regression_of_that_version(client):
+    # given a day of v7 only, then 60% of the last 10 minutes on a new v8, 35% slower
     scene = make_scene()
     put_version_history(scene, {"v7": 2000})
     put_version_minutes(scene, {"v7": (48, 1.0), "v8": (72, 1.35)})
@@ -69,17 +72,18 @@ def test_traffic_moving_to_a_slower_version_is_a_mix_shift_not_a_regression(clie
     # when the rule is evaluated
     alert = evaluate(scene)
 
-    # then the evidence and the summary say mix shift to v8, on the page and in the notice
+    # then the evidence and the summary name v8's regression against v7, on the page and in
+    # the notice
     mix = alert.evidence["regression"]["mix"]
-    assert (mix["attribute"], mix["label"], mix["cohort"]) == ("model.version", "mix_shift", "v8")
+    assert (mix["attribute"], mix["label"], mix["cohort"]) == ("model.version", "regression", "v8")
     assert [(c["cohort"], c["n"], c["regressed"]) for c in mix["cohorts"]] == [
         ("v7", 480, False),
-        ("v8", 720, False),
+        ("v8", 720, True),
     ]
     assert [round(c["current_share"], 2) for c in mix["cohorts"]] == [0.4, 0.6]
     assert re.fullmatch(
-        r"fraud-scorer · model_forward: mix shift: 60% of traffic now on model.version v8, "
-        r"whose p\d+ is \d+% above v7",
+        r"fraud-scorer · model_forward: regression in model.version v8, now 60% of traffic: "
+        r"p\d+ \+\d+% over v7 \([\d.]+ → [\d.]+ ms\)",
         alert.summary,
     )
     client.force_login(make_user(scene.team, Role.VIEWER))
@@ -90,6 +94,55 @@ def test_traffic_moving_to_a_slower_version_is_a_mix_shift_not_a_regression(clie
     notice = notice_of(Delivery.objects.get())
     assert notice.title == alert.summary
     assert dict(notice.figures)["mix by model.version"] == mix["message"]
+
+
+def test_an_open_alert_shows_the_rollouts_share_now(client):
+    # given the alert above, fired with v8 at 60%
+    scene = make_scene()
+    put_version_history(scene, {"v7": 2000})
+    put_version_minutes(scene, {"v7": (48, 1.0), "v8": (72, 1.35)})
+    alert = evaluate(scene)
+    # when the rollout reaches 100% and the rule is evaluated again, 10 minutes on
+    later = NOW + 10 * MINUTE
+    end = later.replace(second=0, microsecond=0)
+    for m in range(1, 11):
+        put_versions(scene, "minute", end - m * MINUTE, {"v8": latencies(120, 2000 + m, 1.35)})
+    evaluate_rule(scene.rule.pk, later)
+    alert.refresh_from_db()
+    # then the alert keeps its words at firing and shows the split now
+    now = alert.current["mix"]
+    assert now["message"].startswith("regression in model.version v8, now 100% of traffic: ")
+    assert alert.evidence["regression"]["mix"]["message"].startswith(
+        "regression in model.version v8, now 60% of traffic: "
+    )
+    client.force_login(make_user(scene.team, Role.VIEWER))
+    page = client.get(reverse("alerts:detail", kwargs={"alert_id": alert.pk})).content.decode()
+    assert f"now: {now['message']}" in page
+    assert "v8 100%" in page
+
+
+def test_traffic_moving_to_a_known_slower_version_is_a_mix_shift_not_a_regression():
+    # given a day with v8 at 30% and twice as slow, then v8 at 80% of the last 10 minutes,
+    # no version's own figures changed
+    scene = make_scene()
+    put_version_history(scene, {"v7": 1400, "v8": 600}, slower=2.0)
+    put_version_minutes(scene, {"v7": (40, 1.0), "v8": (160, 2.0)})
+
+    # when the rule is evaluated
+    alert = evaluate(scene)
+
+    # then it is a mix shift to v8
+    mix = alert.evidence["regression"]["mix"]
+    assert (mix["label"], mix["cohort"]) == ("mix_shift", "v8")
+    assert [(c["cohort"], c["regressed"]) for c in mix["cohorts"]] == [
+        ("v7", False),
+        ("v8", False),
+    ]
+    assert re.fullmatch(
+        r"fraud-scorer · model_forward: mix shift: 80% of traffic now on model.version v8, "
+        r"whose p\d+ is \d+% above v7",
+        alert.summary,
+    )
 
 
 def test_a_slowdown_within_one_version_is_a_regression_naming_that_version():
