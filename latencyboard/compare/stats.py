@@ -16,11 +16,14 @@ Confidence interval: binomial rank bounds, read through the sketch
     quantile ξ_q is Binomial(n, q), so the order statistics of ranks l and u chosen from the
     binomial's tails bracket ξ_q with at least the chosen probability (the classical
     distribution-free interval for a quantile). A sketch does not hold the order statistics
-    themselves, only each one within ``RELATIVE_ERROR``: the bounds are the sketch's values
-    at ranks l and u widened by that error, (1 - e)·x_l and (1 + e)·x_u, so they still
-    bracket the exact order statistics. The interval of Δ is [low_B - high_A,
-    high_B - low_A], each side's interval taken at half the error budget: conservative (it
-    covers Δ at least as often as asked), valid at any n and any shape.
+    themselves, only their buckets: a value of bucket k lies in (g^(k-1), g^k] and the
+    bucket reports 2 g^k / (g + 1), so an order statistic reported as x is in
+    (x / (1 + e), x / (1 - e)]; the bounds are the sketch's values at ranks l and u taken
+    to those edges, x_l / (1 + e) and x_u / (1 - e), so they still bracket the exact order
+    statistics ((1 + e)·x_u, a little smaller, can miss one at its bucket's top edge). The
+    interval of Δ is [low_B - high_A, high_B - low_A], each side's interval taken at half
+    the error budget: conservative (it covers Δ at least as often as asked), valid at any n
+    and any shape.
 
 Why this method
     Resampling needs the spans, which the rollups do not keep; a bootstrap over the sketch's
@@ -218,8 +221,8 @@ def quantile_interval(sketch: Sketch, q: float, error: float) -> tuple[float, fl
     ranks = np.array([max(lower, 0), min(upper, sketch.count - 1)], dtype=np.int64)
     low, high = sketch.order_statistics(ranks).tolist()
     return (
-        -math.inf if lower < 0 else low * (1.0 - RELATIVE_ERROR),
-        math.inf if upper >= sketch.count else high * (1.0 + RELATIVE_ERROR),
+        -math.inf if lower < 0 else low / (1.0 + RELATIVE_ERROR),
+        math.inf if upper >= sketch.count else high / (1.0 - RELATIVE_ERROR),
     )
 
 

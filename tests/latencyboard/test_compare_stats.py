@@ -17,6 +17,7 @@ from latencyboard.demo.profiles import (
     LatencyDist,
     sample_requests,
 )
+from latencyboard.sketches.buckets import GAMMA
 from latencyboard.sketches.sketch import Sketch
 
 # model_forward of the demo's fraud-scorer: 6 ms median, 1% of requests in a heavy tail.
@@ -306,3 +307,16 @@ def test_each_sides_quantiles_are_within_one_percent_of_the_exact_order_statisti
             for delta in series.quantiles:
                 exact = float(np.quantile(values, delta.q, method="lower"))
                 assert delta.a_ms == pytest.approx(exact, rel=0.01), (pipeline.name, index)
+
+
+@pytest.mark.parametrize("q", [0.5, 0.95, 0.99])
+def test_the_interval_holds_a_quantile_at_the_top_edge_of_its_bucket(q):
+    # given 5,000 spans just under a bucket's upper edge gamma**k, between a faster and a
+    # slower one: the sketch reports them as the bucket's centre, 2 gamma**k / (gamma + 1),
+    # 1% below their value
+    value = GAMMA**300 * (1.0 - 1e-12)
+    sketch = Sketch.from_values([1.0, *np.full(5_000, value), 1e6])
+    # when the quantile's interval is read from the sketch
+    low, high = stats.quantile_interval(sketch, q, 0.05)
+    # then it holds the true quantile: widening the top by (1 + 1%) falls short of the edge
+    assert low <= value <= high
