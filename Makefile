@@ -39,6 +39,7 @@ bench-soak: $(VENV)/.installed
 # The regression detector's false-alarm, detection and mix-shift figures (~5-10 min).
 bench-detector: $(VENV)/.installed
 	$(PY) benchmarks/bench_detector.py $(ARGS)
+	$(PY) benchmarks/bench_detector_production.py
 
 # Per-span CPU, disk and WAL in one run, and the hosts and disk they give (docs/capacity.md).
 bench-capacity: $(VENV)/.installed

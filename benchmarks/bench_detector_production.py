@@ -1,0 +1,190 @@
+"""The regression detector on production-like traffic (issue #25), from simulated pipelines;
+run: make bench-detector   (or python benchmarks/bench_detector_production.py [--pipelines 2
+--days 30 --cycle-days 7 --trials 20 --rollouts 20]).
+
+Scenarios of :mod:`latencyboard.alerts.simulation_diurnal` (diurnal 0.2-3 requests/s;
+stages log-normal of sigma 0.22..0.8 and Lomax of shape 2.5), with the default rule:
+
+* stationary: every minute for ``--days`` days per pipeline, no change: alarms per pipeline
+  per 30 days (budget <= 1);
+* daily cycle: one stage +-30% over the day, slowest at the traffic trough, ``--cycle-days``
+  per pipeline: alarms per pipeline per week (budget <= 1) and how many fall between 23:00
+  and 08:00;
+* +25% shift of one stage, at >= 1 request/s and at the low hour (0.2 requests/s), and +25%
+  of its slowest 5% only at >= 1 request/s: per stage, the share found within 10, 15 and
+  30 minutes (``--trials`` per stage and scenario);
+* rollouts of a new version on one stage: the label of the first firing evaluation
+  (``--rollouts`` each).
+
+Seeded: the same arguments print the same figures. Work runs in ``--workers`` processes;
+the defaults take about 2.5 CPU-minutes (the wall time printed depends on the machine's load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import resource
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Final
+
+import numpy as np
+
+from latencyboard.alerts import mix
+from latencyboard.alerts import simulation_diurnal as sim
+
+ROLLOUTS: Final = (
+    sim.Rollout("100% rollout of a new v8 (x1.35, no baseline)", 0.0, 1.0, 1.35),
+    sim.Rollout("canary: 20% on a new v8 (x1.35, no baseline)", 0.0, 0.2, 1.35),
+    sim.Rollout(
+        "mix shift: v8 (x1.35, baselined) 20% -> 60%",
+        0.2,
+        0.6,
+        1.35,
+        expected=(mix.Label.MIX_SHIFT, "v8"),
+    ),
+    sim.Rollout(
+        "v7 regresses x1.3, v8 steady (both baselined, 50/50)",
+        0.5,
+        0.5,
+        1.0,
+        v7_factor=1.3,
+        expected=(mix.Label.REGRESSION, "v7"),
+    ),
+)
+BUSY_MINUTES: Final = np.flatnonzero(sim.rate_per_second(np.arange(sim.DAY)) >= 1.0)
+LOW_HOUR: Final = sim.TROUGH_MINUTE - 15
+"""Changes at 03:45: the 30 minutes after run at 0.2-0.23 requests/s."""
+SCENARIOS: Final = ("busy", "low_hour", "tail_only")
+
+
+def shifts(seed: int, trials: int) -> dict[str, list[tuple[str, float | None]]]:
+    """One pipeline's shift trials: per scenario, (stage, delay seconds or None)."""
+    rng = np.random.default_rng(20_000 + seed)
+    pipeline = sim.DiurnalPipeline.draw(rng)
+    baselines = sim.pipeline_baselines(pipeline, rng)
+    found: dict[str, list[tuple[str, float | None]]] = {name: [] for name in SCENARIOS}
+    for stage, (name, _, _) in enumerate(sim.STAGES):
+        for _ in range(trials):
+            busy = int(rng.choice(BUSY_MINUTES))
+            for scenario, minute, tail in (
+                ("busy", busy, False),
+                ("low_hour", LOW_HOUR, False),
+                ("tail_only", busy, True),
+            ):
+                delay = sim.shift_trial(pipeline, baselines, rng, stage, minute, tail_only=tail)
+                found[scenario].append((name, delay))
+    return found
+
+
+def rollouts(seed: int, trials: int) -> list[list[sim.RolloutTrial]]:
+    """One pipeline's rollout trials, per rollout."""
+    rng = np.random.default_rng(30_000 + seed)
+    pipeline = sim.DiurnalPipeline.draw(rng)
+    runs = []
+    for rollout in ROLLOUTS:
+        baselines = sim.rollout_baselines(pipeline, rng, rollout)
+        runs.append(
+            [
+                sim.rollout_trial(pipeline, rng, rollout, baselines, int(rng.choice(BUSY_MINUTES)))
+                for _ in range(trials)
+            ]
+        )
+    return runs
+
+
+def _alarm_lines(title: str, runs: list[sim.FalseAlarmRun], per_days: int) -> None:
+    alarms = [len(run.alarm_minutes) for run in runs]
+    days = sum(run.days for run in runs)
+    night = sum(
+        minute >= 23 * 60 or minute < 8 * 60 for run in runs for minute in run.alarm_minutes
+    )
+    print(f"{title}: {len(runs)} pipelines x {runs[0].days} days, every minute")
+    print(
+        f"  alarms per pipeline {alarms}: {sum(alarms) * per_days / days:.2f} per pipeline per "
+        f"{per_days} days; {night} of {sum(alarms)} between 23:00 and 08:00"
+    )
+    print(
+        f"  evaluations {sum(run.evaluations for run in runs):,}, "
+        f"detector run at {sum(run.detector_runs for run in runs):,} (the others could not fire), "
+        f"stages "
+        f"{dict(collections.Counter(s for run in runs for s in run.alarm_stages))}"
+    )
+
+
+def _shift_lines(title: str, trials: list[tuple[str, float | None]]) -> None:
+    minutes = np.array([np.inf if d is None else d / 60.0 for _, d in trials])
+    print(f"{title}, {len(trials)} trials: found within 10 / 15 / 30 min")
+    print(
+        f"  all stages {np.mean(minutes <= 10):.0%} / {np.mean(minutes <= 15):.0%} / "
+        f"{np.mean(minutes <= 30):.0%}"
+    )
+    for name, _, sigma in sim.STAGES:
+        mine = np.array([m for (stage, _), m in zip(trials, minutes, strict=True) if stage == name])
+        shape = f"log-normal sigma {sigma}" if sigma else f"Lomax shape {sim.LOMAX_SHAPE}"
+        print(
+            f"  {name:<12} {shape:<22} {np.mean(mine <= 10):>4.0%} / {np.mean(mine <= 15):>4.0%}"
+            f" / {np.mean(mine <= 30):>4.0%}"
+        )
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished workers."""
+    me, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipelines", type=int, default=2)
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--cycle-days", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=10, help="per stage, scenario, pipeline")
+    parser.add_argument("--rollouts", type=int, default=10, help="per rollout and pipeline")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    seeds = list(range(args.pipelines))
+    n = len(seeds)
+    with ProcessPoolExecutor(args.workers) as pool:
+        steady = pool.map(sim.false_alarm_run, seeds, [args.days] * n)
+        cycled = pool.map(
+            sim.false_alarm_run, [100 + s for s in seeds], [args.cycle_days] * n, [True] * n
+        )
+        found = pool.map(shifts, seeds, [args.trials] * n)
+        labelled = pool.map(rollouts, seeds, [args.rollouts] * n)
+        steady_runs, cycled_runs = list(steady), list(cycled)
+        found_runs, labelled_runs = list(found), list(labelled)
+    _alarm_lines("stationary diurnal traffic", steady_runs, 30)
+    _alarm_lines("daily cycle (+-30%, one stage)", cycled_runs, 7)
+    titles = {
+        "busy": "+25% shift of one stage at >= 1 request/s",
+        "low_hour": "+25% shift of one stage at the low hour (0.2 requests/s)",
+        "tail_only": "+25% on the slowest 5% of one stage at >= 1 request/s",
+    }
+    for scenario, title in titles.items():
+        _shift_lines(title, [trial for run in found_runs for trial in run[scenario]])
+    for index, rollout in enumerate(ROLLOUTS):
+        trials = [trial for run in labelled_runs for trial in run[index]]
+        labels = collections.Counter(
+            f"{t.label} {t.cohort}" if t.cohort else t.label for t in trials
+        )
+        expected = sum(t.expected for t in trials)
+        alerted = sum(t.label != "no_alert" for t in trials)
+        want = f"{rollout.expected[0]} {rollout.expected[1]}"
+        print(
+            f"{rollout.name}, {len(trials)} trials: labelled '{want}' "
+            f"{expected / len(trials):.0%} ({expected} of the {alerted} that alerted)"
+        )
+        print(f"  labels {dict(labels)}")
+        example = next((t.message for t in trials if t.message), "")
+        print(f"  e.g. {example!r}")
+    print(f"wall time {time.perf_counter() - started:.0f} s, CPU {_cpu_seconds():.0f} s")
+
+
+if __name__ == "__main__":
+    main()
