@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Test processes: each starts its own PostgreSQL and Redis, so they share nothing.
+# Test processes: each starts its own PostgreSQL and Redis, so they share nothing. A module's
+# tests that share a module-scoped fixture stay in one process (tests/conftest.py).
 TEST_PROCESSES ?= 2
 
 .PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-capacity bench-retention bench-fairness clean
@@ -20,7 +21,7 @@ test: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m pytest -n $(TEST_PROCESSES) $(ARGS)
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadgroup $(ARGS)
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .

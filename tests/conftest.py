@@ -28,6 +28,19 @@ hypothesis_settings.register_profile("suite", deadline=None)
 hypothesis_settings.load_profile("suite")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep the tests that share a module-scoped fixture (a backfilled quarter, a worker
+    process) in one test process: ``make test`` distributes with ``--dist loadgroup``, and a
+    module split over both processes built its fixture in each."""
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        definitions = item._fixtureinfo.name2fixturedefs.values()
+        if any(defs and defs[-1].scope == "module" for defs in definitions):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 @dataclass(frozen=True)
 class Services:
     database_url: str  # the server's maintenance URL; tests use the test database on it
