@@ -35,17 +35,11 @@ from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from latencyboard.storage import locks
+from latencyboard.storage import heavy_read_lock
 from latencyboard.teams.queries import teams_of
 
 RETRY_AFTER_SECONDS: Final = 1
 
-# Slot n of team t is the advisory lock (HEAVY_READ_SLOTS + n, t); the database's, not a
-# Django model's, so the keys are ints of 32 bits.
-_TRY: Final = "SELECT pg_try_advisory_lock(%s, %s)"
-_WAIT: Final = "SELECT pg_advisory_lock(%s, %s)"
-_LOCK_TIMEOUT: Final = "SELECT set_config('lock_timeout', %s, true)"
-_RELEASE: Final = "SELECT pg_advisory_unlock(%s, %s)"
 _GAVE_UP: Final = (errors.LockNotAvailable, errors.QueryCanceled)
 
 
@@ -59,18 +53,13 @@ class Busy(Exception):
         )
 
 
-def _key(slot: int, team: int) -> tuple[int, int]:
-    return locks.HEAVY_READ_SLOTS + slot, team % 2**31
-
-
 def _take(team: int, deadline: float) -> tuple[int, int] | None:
     """A free slot of ``team`` (its lock, now held), else the first of a random one to free
     before ``deadline``, else None."""
-    slots = [_key(n, team) for n in range(settings.WEB_TEAM_MAX_HEAVY_REQUESTS)]
+    slots = [heavy_read_lock.key(n, team) for n in range(settings.WEB_TEAM_MAX_HEAVY_REQUESTS)]
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
         for key in slots:
-            cursor.execute(_TRY, key)
-            if cursor.fetchone() == (True,):
+            if heavy_read_lock.try_take(cursor, key):
                 return key
         wait_ms = int((deadline - time.monotonic()) * 1000)
         if wait_ms <= 0:
@@ -79,8 +68,7 @@ def _take(team: int, deadline: float) -> tuple[int, int] | None:
         try:
             # A session lock outlives the transaction; the lock timeout ends with it.
             with transaction.atomic(using=DEFAULT_DB_ALIAS):
-                cursor.execute(_LOCK_TIMEOUT, [f"{wait_ms}ms"])
-                cursor.execute(_WAIT, key)
+                heavy_read_lock.wait(cursor, key, wait_ms)
         except OperationalError as exc:
             if isinstance(exc.__cause__, _GAVE_UP):
                 return None
@@ -111,7 +99,7 @@ def _release(held: list[tuple[int, int]]) -> None:
     try:
         with connection.cursor() as cursor:
             for key in held:
-                cursor.execute(_RELEASE, key)
+                heavy_read_lock.release(cursor, key)
     except DatabaseError:
         connection.close()  # its session's locks end with it
 
