@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def demo_scale(spans: int, days: int) -> str:
     """The ``backfill_demo --scale`` that writes about ``spans`` spans over ``days``."""
-    from ingest import synthetic
+    from latencyboard.demo import synthetic
     from latencyboard.demo.profiles import PIPELINES
 
     return f"{spans / synthetic.expected_spans(PIPELINES, days, 1.0):.6f}"

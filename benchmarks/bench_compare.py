@@ -141,7 +141,7 @@ def busy_fold_phase(team_id: int, minutes: int, scale: float, seed: int) -> dict
     from django.db import connection
     from django.utils import timezone
 
-    from ingest.backfill import backfill_demo as write_demo
+    from latencyboard.demo.backfill import backfill_demo as write_demo
     from latencyboard.teams.models import Team
 
     with connection.cursor() as cursor:

@@ -70,7 +70,7 @@ def _at(moment: dt.datetime) -> dt.datetime:
 def _simulate(
     team_name: str, days: int, scale: float, requests_per_s: float | None, seed: int
 ) -> dict[str, Any]:
-    from ingest.backfill import backfill_demo
+    from latencyboard.demo.backfill import backfill_demo
     from latencyboard.retention.models import ThinnedDay
     from latencyboard.retention.services import thin_due
     from latencyboard.rollups import compaction, stage_share_services

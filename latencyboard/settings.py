@@ -116,6 +116,7 @@ INSTALLED_APPS = [
     "latencyboard.apitokens",
     "latencyboard.alerts",
     "latencyboard.retention",
+    "latencyboard.demo",
     "ingest",
     "audits",
 ]

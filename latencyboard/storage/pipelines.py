@@ -1,6 +1,6 @@
 """Pipeline and stage rows as ingest creates them on first sight, over a psycopg connection.
 
-Live ingest (``ingest.writer``) and the demo back-fill (``ingest.backfill``) both resolve
+Live ingest (``ingest.writer``) and the demo back-fill (``latencyboard.demo.backfill``) both resolve
 spans to pipeline and stage ids through these functions, in autocommit: a row is committed
 before its id is cached and shared.
 """

@@ -1,7 +1,7 @@
 """Writing spans and their ingest batch rows over a psycopg connection.
 
 Every writer of spans goes through here: live ingest and replays (``ingest.writer``) and the
-demo back-fill (``ingest.backfill``). Rows come encoded by :mod:`.spans_copy`.
+demo back-fill (``latencyboard.demo.backfill``). Rows come encoded by :mod:`.spans_copy`.
 """
 
 from __future__ import annotations

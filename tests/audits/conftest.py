@@ -17,7 +17,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from ingest.backfill import backfill_demo
+from latencyboard.demo.backfill import backfill_demo
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.compaction import compact_rollups
 from latencyboard.rollups.services import fold_until_idle

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from ingest.backfill import backfill_demo
+from latencyboard.demo.backfill import backfill_demo
 from latencyboard.demo.profiles import MODEL_FORWARD
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.services import fold_pending_batches

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from ingest.backfill import backfill_demo
+from latencyboard.demo.backfill import backfill_demo
 from latencyboard.demo.profiles import STAGE_NAMES
 from latencyboard.pipelines.models import CohortAttribute, Pipeline, Stage
 from latencyboard.rollups.compaction import compact_rollups

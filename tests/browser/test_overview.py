@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from ingest.backfill import backfill_demo
+from latencyboard.demo.backfill import backfill_demo
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.compaction import compact_rollups
 from latencyboard.rollups.services import fold_pending_batches

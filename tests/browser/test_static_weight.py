@@ -16,7 +16,7 @@ import plotly
 import pytest
 from django.utils import timezone
 
-from ingest.backfill import backfill_demo
+from latencyboard.demo.backfill import backfill_demo
 from latencyboard.local.runner import collect_static
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.services import fold_pending_batches

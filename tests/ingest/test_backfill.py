@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.models.functions import TruncHour
 
-from ingest import synthetic
-from ingest.backfill import BackfillProgress, backfill_demo
+from latencyboard.demo import synthetic
+from latencyboard.demo.backfill import BackfillProgress, backfill_demo
 from latencyboard.demo.profiles import FRAUD_SCORER, PIPELINES, STAGE_NAMES
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.spans.models import IngestBatch, Span

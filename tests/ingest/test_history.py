@@ -14,10 +14,10 @@ from django.db.models import Sum
 from django.test import Client
 from django.utils import timezone
 
-from ingest.backfill import backfill_demo
-from ingest.history import load_demo_history
 from latencyboard.dashboards.deployments import Marker
 from latencyboard.dashboards.queries import deployment_markers
+from latencyboard.demo.backfill import backfill_demo
+from latencyboard.demo.history import load_demo_history
 from latencyboard.demo.profiles import PIPELINES, candidate_share_at
 from latencyboard.local.services import bootstrap
 from latencyboard.pipelines.models import Pipeline

@@ -34,7 +34,7 @@ from schemathesis.core.errors import InvalidSchema
 from schemathesis.core.result import Err, Ok
 from schemathesis.schemas import APIOperation
 
-from ingest.backfill import backfill_demo
+from latencyboard.demo.backfill import backfill_demo
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import Rollup
 from latencyboard.rollups.services import fold_pending_batches

@@ -17,9 +17,9 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from ingest.backfill import backfill_demo
 from latencyboard.compare.queries import Side, compare
 from latencyboard.db import conninfo
+from latencyboard.demo.backfill import backfill_demo
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.retention import sampling, services
 from latencyboard.retention.models import ThinnedDay

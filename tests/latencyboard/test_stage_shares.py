@@ -20,10 +20,10 @@ from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.backfill import backfill_demo
 from ingest.decoding import DecodedSpan
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
+from latencyboard.demo.backfill import backfill_demo
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import stage_share_minutes, stage_share_services, tails
 from latencyboard.rollups.models import StageShare, StageShareWatermark

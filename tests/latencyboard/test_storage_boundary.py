@@ -96,7 +96,7 @@ def _imports(module: str) -> set[str]:
     return seen
 
 
-NO_STORAGE = {"ingest.synthetic", "latencyboard.pipelines.derivation", "ingest.decoding"}
+NO_STORAGE = {"latencyboard.demo.synthetic", "latencyboard.pipelines.derivation", "ingest.decoding"}
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ NO_STORAGE = {"ingest.synthetic", "latencyboard.pipelines.derivation", "ingest.d
         "latencyboard.pipelines.derivation",
         "ingest.derived_rows",
         "ingest.decoding",
-        "ingest.synthetic",
+        "latencyboard.demo.synthetic",
     ],
 )
 def test_encoders_and_maths_import_no_django(module):

@@ -8,8 +8,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from ingest import synthetic
-from ingest.backfill import BackfillProgress, backfill_demo
+from latencyboard.demo import synthetic
+from latencyboard.demo.backfill import BackfillProgress, backfill_demo
 from latencyboard.demo.profiles import PIPELINES
 from latencyboard.teams.models import Team
 

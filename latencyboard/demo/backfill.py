@@ -1,7 +1,7 @@
 """Generating days of demo traffic as history (replaying OTLP files is :mod:`ingest.replay`).
 
 A demo backfill is bulk generation and skips the live ingest path: spans are sampled hour by
-hour with numpy (:mod:`ingest.synthetic`) and binary-COPYed straight into the span table, each
+hour with numpy (:mod:`.synthetic`) and binary-COPYed straight into the span table, each
 hour with its ingest batch row in one transaction, as a live export request is. The
 rollup workers cannot tell the two apart.
 """
@@ -21,9 +21,8 @@ import numpy as np
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ingest import synthetic
 from latencyboard.db import conninfo
-from latencyboard.demo import profiles
+from latencyboard.demo import profiles, synthetic
 from latencyboard.pipelines import mapping
 from latencyboard.storage import partitions as storage_partitions
 from latencyboard.storage import (
@@ -89,7 +88,7 @@ def backfill_demo(
     """Write ``days`` of demo traffic ending at ``end`` for ``team``'s three demo pipelines.
 
     Rates are the live demo's times ``scale`` (1.0 is about 18 M spans a day, see
-    :func:`ingest.synthetic.expected_spans`), or ``requests_per_s`` (a daily mean) for every
+    :func:`.synthetic.expected_spans`), or ``requests_per_s`` (a daily mean) for every
     pipeline alike when given, following the diurnal curve and the model rollouts of
     :mod:`latencyboard.demo.profiles`. ``start``, when given, replaces ``end - days`` (to
     finish a backfill that was stopped: hours count from it). ``seed`` fixes the traffic

@@ -3,7 +3,7 @@
 A new stack would otherwise show minutes of data: 24 h and 7 d charts with a few dots at the
 right edge, no deployment marker, no version comparison, one SLA point. So on a team with
 no ingest batch yet, :func:`load_demo_history` backfills :data:`DAYS` days of the demo's
-traffic (:mod:`ingest.backfill`) and then does, at once, the catch-up work Celery beat would
+traffic (:mod:`.backfill`) and then does, at once, the catch-up work Celery beat would
 spread over minutes: the rollup fold (rollups and SLA counters), compaction into hours and
 days (cohort rollups, behind deployment markers, included), and the stage shares.
 
@@ -29,8 +29,8 @@ from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 
-from ingest.backfill import BACKFILL, CHUNK, BackfillProgress, backfill_demo
-from ingest.llm_backfill import backfill_llm
+from latencyboard.demo.backfill import BACKFILL, CHUNK, BackfillProgress, backfill_demo
+from latencyboard.demo.llm_backfill import backfill_llm
 from latencyboard.rollups import compaction, services, stage_share_services
 from latencyboard.spans.models import IngestBatch, Span
 from latencyboard.teams.models import Team

@@ -1,6 +1,6 @@
 """Days of the demo's LLM traffic (a gateway calling vLLM) as history, through live ingest.
 
-The six-stage demo pipelines are backfilled in bulk (:mod:`ingest.backfill`), every span of
+The six-stage demo pipelines are backfilled in bulk (:mod:`.backfill`), every span of
 a kind sharing one template. An LLM request's spans do not repeat: vLLM's ``llm_request``
 carries the request's own latencies and token counts. So its history takes the live path:
 hour by hour, the live demo's own code (:mod:`latencyboard.demo.llm_service`) builds the spans

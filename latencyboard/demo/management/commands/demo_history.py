@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from ingest import history
+from latencyboard.demo import history
 from latencyboard.teams.models import Team
 
 
