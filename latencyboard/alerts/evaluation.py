@@ -86,10 +86,14 @@ def detector_of(rule: Rule) -> regression.RegressionRule:
 
 
 def evaluate_rules(now: dt.datetime) -> int:
-    """Evaluate every enabled rule at ``now``; returns how many alerts changed status."""
+    """Evaluate every enabled rule at ``now``; returns how many alerts changed status. A rule
+    whose evaluation fails is logged and skipped: the other teams' rules are still evaluated."""
     changed = 0
     for rule_id in Rule.objects.filter(enabled=True).order_by("pk").values_list("pk", flat=True):
-        changed += evaluate_rule(rule_id, now)
+        try:
+            changed += evaluate_rule(rule_id, now)
+        except Exception:
+            logger.exception("alerts.rule_failed", extra={"rule": rule_id})
     return changed
 
 

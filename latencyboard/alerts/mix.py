@@ -205,17 +205,23 @@ def _deploys(
         if p_value > rule.family_alpha / len(new):
             continue
         effects = [(level, against.quantile(level), window.quantile(level)) for level in (0.5, q)]
-        level, before, now = max(effects, key=lambda e: e[2] / e[1] if e[1] > 0 else 0.0)
+        level, before, now = max(effects, key=lambda e: _ratio(e[1], e[2]))
         if large_enough(now - before, before, rule):
             found.append(_Deploy(name, reference, level, before, now, p_value))
-    return sorted(found, key=lambda d: d.current_ms / d.reference_ms, reverse=True)
+    return sorted(found, key=lambda d: _ratio(d.reference_ms, d.current_ms), reverse=True)
+
+
+def _ratio(before: float, now: float) -> float:
+    """How many times ``before`` is ``now``; from 0 ms any growth is without bound."""
+    return now / before if before > 0 else math.inf
 
 
 def _deploy_message(deploy: _Deploy, share: float, attribute: str) -> str:
-    change = deploy.current_ms / deploy.reference_ms - 1.0
+    ratio = _ratio(deploy.reference_ms, deploy.current_ms)
+    change = f" +{_percent(ratio - 1.0)}" if math.isfinite(ratio) else ""
     return (
         f"regression in {_named(attribute, deploy.cohort)}, now {_percent(share)} of traffic: "
-        f"{_name(deploy.q)} +{_percent(change)} over {deploy.reference} "
+        f"{_name(deploy.q)}{change} over {deploy.reference} "
         f"({deploy.reference_ms:.1f} → {deploy.current_ms:.1f} ms)"
     )
 

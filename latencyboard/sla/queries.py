@@ -46,7 +46,7 @@ def pipelines_for_new_objectives(user: User | AnonymousUser) -> QuerySet[Pipelin
     )
 
 
-def memberships_of(user: User | AnonymousUser) -> list[tuple[Membership, list[str]]]:
+def memberships_with_admins(user: User | AnonymousUser) -> list[tuple[Membership, list[str]]]:
     """``user``'s memberships, each with the usernames of its team's admins (to ask)."""
     memberships = list(team_queries.memberships_of(user))
     admins: dict[int, list[str]] = {}

@@ -36,7 +36,7 @@ CHART_STEP = dt.timedelta(hours=1)
 
 def _roles(request: HttpRequest) -> dict[str, Any]:
     """What the pages say to someone who cannot create objectives, and why."""
-    memberships = queries.memberships_of(request.user)
+    memberships = queries.memberships_with_admins(request.user)
     return {
         "memberships": memberships,
         "admin_teams": [m.team for m, _ in memberships if m.role == Role.ADMIN],

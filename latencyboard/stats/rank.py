@@ -98,4 +98,9 @@ def smallest_p_values(u: np.ndarray, n: np.ndarray, baseline_counts: Counts) -> 
     largest = float(counts.max())
     ties = float(np.sum(counts**3 - counts)) + (largest + n) ** 3 - largest**3 - n
     z = _z(u.astype(np.float64), n.astype(np.float64), big_n, ties)
-    return np.where(np.isnan(z), 1.0, 0.5 * np.vectorize(math.erfc)(z / math.sqrt(2.0)))
+    # No variance left by the bound (the baseline in one bucket, as many window values as it
+    # could tie): a window above the middle may be significant at any level, one below not.
+    above = u - n * big_n / 2.0 - 0.5 > 0
+    with np.errstate(invalid="ignore"):
+        bound = 0.5 * np.vectorize(math.erfc)(z / math.sqrt(2.0))
+    return np.where(np.isnan(z), np.where(above, 0.0, 0.5), bound)

@@ -110,3 +110,17 @@ def test_nothing_changed() -> None:
 def test_empty_windows_are_refused() -> None:
     with pytest.raises(ValueError, match="non-empty"):
         decompose({"v7": baseline(1, 50_000)}, {"v7": Sketch()})
+
+
+def test_a_new_version_slower_than_an_old_one_of_0_ms_is_named_without_a_ratio() -> None:
+    # given a week of v7 whose spans took 0 ms (a coarse clock), then a new v8 at about 40 ms
+    zero = Sketch.from_values(np.zeros(100_000))
+    baselines = {"v7": Baseline(zero, WEEK_START, WEEK_END)}
+    # when split
+    result = decompose(baselines, {"v7": Sketch.from_values(np.zeros(400)), "v8": sketch(3, 600)})
+    # then v8 is the regression, its message quotes both figures and no percentage of 0 ms
+    assert (result.label, result.cohort) == (Label.REGRESSION, "v8")
+    assert re.fullmatch(
+        r"regression in v8, now 60% of traffic: p(50|99) over v7 \(0\.0 → [\d.]+ ms\)",
+        result.message,
+    )

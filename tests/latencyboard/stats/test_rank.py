@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from latencyboard.sketches.sketch import Sketch
-from latencyboard.stats.rank import rank_shift
+from latencyboard.stats.rank import rank_shift, smallest_p_values
 
 
 def _buckets(values: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -73,3 +73,14 @@ def test_one_bucket_on_both_sides_tells_nothing_and_empty_sides_are_refused() ->
     assert rank_shift(keys, counts, keys, counts).p_value == 1.0
     with pytest.raises(ValueError, match="both sides"):
         rank_shift(keys, counts, keys[:0], counts[:0])
+
+
+def test_the_bound_of_a_window_above_a_one_bucket_baseline_can_be_significant() -> None:
+    # given a baseline of 10,000 values in one bucket and 30 window values ten buckets above
+    keys, counts = np.array([100]), np.array([10_000])
+    found = rank_shift(keys, counts, np.array([110]), np.array([30]))
+    u = found.probability_larger * 30 * 10_000
+    # then the lower bound of its p-value is no more than the test's own (which is tiny)
+    bound = smallest_p_values(np.array([u]), np.array([30]), counts)[0]
+    assert found.p_value < 1e-9
+    assert bound <= found.p_value
