@@ -41,6 +41,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Importing ``latencyboard.asgi`` (tests of the sockets do, at collection) bounds every
+    new connection's statements as the web process does; this process is not the web, and
+    its fixtures (a backfilled quarter compacted in one statement) may run longer."""
+    from django.db.backends.signals import connection_created
+
+    connection_created.disconnect(dispatch_uid="latencyboard.db.bound_statements")
+
+
 @dataclass(frozen=True)
 class Services:
     database_url: str  # the server's maintenance URL; tests use the test database on it

@@ -249,10 +249,12 @@ def test_thinning_twice_changes_nothing_the_second_time(folded_day):
     call_command("thin_spans", "--day", DAY.isoformat(), stdout=out)
 
     # then nothing more is dropped and one row records the day
-    assert swept == []
+    # (other days, of other tests in this process, may be due: they have no span)
+    assert DAY not in {result.day for result in swept}
+    assert all(result.spans_before == result.spans_after == 0 for result in swept)
     assert out.getvalue() == f"{DAY} is thinned already\n"
     assert _spans_by_trace(team) == thinned
-    assert ThinnedDay.objects.count() == 1
+    assert ThinnedDay.objects.filter(day=DAY).count() == 1
 
 
 def test_dropping_an_expired_day_waits_for_a_thinning_in_progress():
