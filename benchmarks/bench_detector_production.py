@@ -33,18 +33,19 @@ import numpy as np
 
 from latencyboard.alerts import mix
 from latencyboard.alerts import simulation_diurnal as sim
+from latencyboard.alerts import simulation_rollouts as rollouts_sim
 
 ROLLOUTS: Final = (
-    sim.Rollout("100% rollout of a new v8 (x1.35, no baseline)", 0.0, 1.0, 1.35),
-    sim.Rollout("canary: 20% on a new v8 (x1.35, no baseline)", 0.0, 0.2, 1.35),
-    sim.Rollout(
+    rollouts_sim.Rollout("100% rollout of a new v8 (x1.35, no baseline)", 0.0, 1.0, 1.35),
+    rollouts_sim.Rollout("canary: 20% on a new v8 (x1.35, no baseline)", 0.0, 0.2, 1.35),
+    rollouts_sim.Rollout(
         "mix shift: v8 (x1.35, baselined) 20% -> 60%",
         0.2,
         0.6,
         1.35,
         expected=(mix.Label.MIX_SHIFT, "v8"),
     ),
-    sim.Rollout(
+    rollouts_sim.Rollout(
         "v7 regresses x1.3, v8 steady (both baselined, 50/50)",
         0.5,
         0.5,
@@ -78,16 +79,18 @@ def shifts(seed: int, trials: int) -> dict[str, list[tuple[str, float | None]]]:
     return found
 
 
-def rollouts(seed: int, trials: int) -> list[list[sim.RolloutTrial]]:
+def rollouts(seed: int, trials: int) -> list[list[rollouts_sim.RolloutTrial]]:
     """One pipeline's rollout trials, per rollout."""
     rng = np.random.default_rng(30_000 + seed)
     pipeline = sim.DiurnalPipeline.draw(rng)
     runs = []
     for rollout in ROLLOUTS:
-        baselines = sim.rollout_baselines(pipeline, rng, rollout)
+        baselines = rollouts_sim.rollout_baselines(pipeline, rng, rollout)
         runs.append(
             [
-                sim.rollout_trial(pipeline, rng, rollout, baselines, int(rng.choice(BUSY_MINUTES)))
+                rollouts_sim.rollout_trial(
+                    pipeline, rng, rollout, baselines, int(rng.choice(BUSY_MINUTES))
+                )
                 for _ in range(trials)
             ]
         )

@@ -1,0 +1,118 @@
+"""Rollouts of a new version for the regression detector's production-like traffic
+(:mod:`latencyboard.alerts.simulation_diurnal`): v7 and v8 on ``VERSION_STAGE``, and the
+label :func:`mix.decompose` gives the stage by version at the first evaluation that fired.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from latencyboard.alerts import mix, regression
+from latencyboard.alerts.simulation_diurnal import (
+    BASELINE_HOURS,
+    EPOCH,
+    STAGES,
+    VERSION_STAGE,
+    WINDOW_MINUTES,
+    DiurnalPipeline,
+    Traffic,
+    replayed_alerts,
+    segment,
+)
+from latencyboard.sketches.sketch import Sketch
+
+__all__ = ["Rollout", "RolloutTrial", "rollout_baselines", "rollout_trial"]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A version change on ``VERSION_STAGE``: v7 and v8, v8 ``v8_factor`` times v7's scale,
+    v7 ``v7_factor`` times its own after the change (a regression inside v7)."""
+
+    name: str
+    baseline_v8_share: float
+    """v8's share in the baseline (0: v8 is new, it has none)."""
+    v8_share: float
+    """v8's share after the change."""
+    v8_factor: float
+    v7_factor: float = 1.0
+    expected: tuple[mix.Label, str | None] = (mix.Label.REGRESSION, "v8")
+
+
+@dataclass(frozen=True)
+class RolloutTrial:
+    label: str
+    """``no_alert`` when the stage did not fire within the trial."""
+    cohort: str | None
+    message: str
+    expected: bool
+
+
+def _versioned(
+    traffic: Traffic, rng: np.random.Generator, share: np.ndarray | float, factor: float
+) -> np.ndarray:
+    """Assigns each request a version (True: v8) and slows v8's ``VERSION_STAGE``."""
+    on_v8: np.ndarray = np.less(rng.random(traffic.values.shape[0]), share)
+    traffic.values[on_v8, VERSION_STAGE] *= factor
+    return on_v8
+
+
+Baselines = dict[str, regression.Baseline]
+
+
+def rollout_baselines(
+    pipeline: DiurnalPipeline, rng: np.random.Generator, rollout: Rollout
+) -> tuple[Baselines, Baselines]:
+    """7 days of traffic with v8 at ``baseline_v8_share``: the stages' baselines, and
+    ``VERSION_STAGE``'s by version (a version without traffic has none)."""
+    before = pipeline.traffic(rng, 0, BASELINE_HOURS * 60)
+    before_v8 = _versioned(before, rng, rollout.baseline_v8_share, rollout.v8_factor)
+    baselines = {
+        name: regression.Baseline(Sketch.from_values(before.values[:, s]), EPOCH, EPOCH)
+        for s, (name, _, _) in enumerate(STAGES)
+    }
+    stage_values = before.values[:, VERSION_STAGE]
+    cohort_baselines = {
+        version: regression.Baseline(Sketch.from_values(stage_values[mask]), EPOCH, EPOCH)
+        for version, mask in (("v7", ~before_v8), ("v8", before_v8))
+        if mask.any()
+    }
+    return baselines, cohort_baselines
+
+
+def rollout_trial(
+    pipeline: DiurnalPipeline,
+    rng: np.random.Generator,
+    rollout: Rollout,
+    baselines: tuple[Baselines, Baselines],
+    minute_of_day: int,
+    follow: int = 30,
+    rule: regression.RegressionRule | None = None,
+) -> RolloutTrial:
+    """The label :func:`mix.decompose` gives ``VERSION_STAGE`` by version at the first
+    evaluation that fired on it (``baselines``: :func:`rollout_baselines`)."""
+    rule = rule or regression.RegressionRule()
+    stage_baselines, cohort_baselines = baselines
+    traffic, _, after = segment(pipeline, rng, minute_of_day, follow)
+    share = np.where(after, rollout.v8_share, rollout.baseline_v8_share)
+    on_v8 = _versioned(traffic, rng, share, rollout.v8_factor)
+    traffic.values[after & ~on_v8, VERSION_STAGE] *= rollout.v7_factor
+    name = STAGES[VERSION_STAGE][0]
+    for alert in replayed_alerts(traffic, stage_baselines, rule):
+        if alert.stage != name:
+            continue
+        end = int((alert.fired_at - EPOCH).total_seconds() // 60) - traffic.first_minute
+        in_window = (traffic.minute >= end - WINDOW_MINUTES) & (traffic.minute < end)
+        column = traffic.values[:, VERSION_STAGE]
+        windows = {
+            version: Sketch.from_values(column[in_window & mask])
+            for version, mask in (("v7", ~on_v8), ("v8", on_v8))
+            if (in_window & mask).any()
+        }
+        q = float(alert.quantile[1:]) / 100.0
+        split = mix.decompose(cohort_baselines, windows, q, rule)
+        expected = (split.label, split.cohort) == rollout.expected
+        return RolloutTrial(str(split.label), split.cohort, split.message, expected)
+    return RolloutTrial("no_alert", None, "", False)
