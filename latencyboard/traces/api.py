@@ -23,9 +23,11 @@ from latencyboard.traces.serializers import (
     ExemplarsSerializer,
     TraceSearchQuerySerializer,
     TraceSearchSerializer,
-    TraceWaterfallSerializer,
     exemplars_data,
     trace_search_data,
+)
+from latencyboard.traces.waterfall_serializers import (
+    TraceWaterfallSerializer,
     trace_waterfall_data,
 )
 from latencyboard.web.heavy_reads import HeavyRead

@@ -19,8 +19,8 @@ from latencyboard.traces import exemplar_queries, queries, waterfall_queries
 from latencyboard.traces.serializers import (
     ExemplarQuerySerializer,
     TraceSearchQuerySerializer,
-    trace_waterfall_data,
 )
+from latencyboard.traces.waterfall_serializers import trace_waterfall_data
 
 WINDOWS = ("15m", "1h", "6h", "24h")
 

@@ -23,6 +23,8 @@ from latencyboard.traces.serializers import (
     ExemplarsSerializer,
     TraceSearchSerializer,
     TraceSummarySerializer,
+)
+from latencyboard.traces.waterfall_serializers import (
     TraceWaterfallSerializer,
     WaterfallSpanSerializer,
 )
