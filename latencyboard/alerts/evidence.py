@@ -8,7 +8,7 @@ from typing import Any
 from latencyboard.alerts.burn_rate import BurnEvaluation
 from latencyboard.alerts.mix import Label, MixDecomposition
 from latencyboard.alerts.regression import Evaluation, StageResult
-from latencyboard.alerts.tail import Interval
+from latencyboard.stats.interval import Interval
 
 
 def _finite(value: float) -> float | None:

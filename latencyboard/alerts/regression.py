@@ -59,17 +59,11 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts.tail import (
-    Interval,
-    Threshold,
-    bucket_counts,
-    count_above,
-    quantile_intervals,
-    threshold_of,
-)
+from latencyboard.alerts.tail import Threshold, bucket_counts, count_above, threshold_of
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.stats.binomial import binomial_upper_tail, holm_rejections
+from latencyboard.stats.interval import Interval, quantile_intervals
 from latencyboard.stats.rank import MIN_VALUES, rank_shift
 
 __all__ = [

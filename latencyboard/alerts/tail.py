@@ -1,4 +1,4 @@
-"""What a sketch can say exactly about its tail: counts above a bucket and quantile intervals.
+"""What a sketch can say exactly about its tail: counts above a baseline quantile's bucket.
 
 A sketch knows each value only up to its bucket: bucket ``k`` holds the values in
 ``(gamma**(k-1), gamma**k]`` (:mod:`latencyboard.sketches.buckets`). The baseline's quantile
@@ -12,25 +12,21 @@ side of silence (by about half a bucket's probability mass, a few percent of ``1
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from latencyboard.sketches.buckets import GAMMA, MIN_KEY, MIN_VALUE, RELATIVE_ERROR, bucket_keys
+from latencyboard.sketches.buckets import GAMMA, MIN_KEY, MIN_VALUE, bucket_keys
 from latencyboard.sketches.format import decode, joined
 from latencyboard.sketches.sketch import Sketch
-from latencyboard.stats.binomial import quantile_rank_bounds
 
 __all__ = [
-    "Interval",
     "Threshold",
     "bucket_counts",
     "count_above",
     "counts_above_many",
     "pairs_above_many",
-    "quantile_intervals",
     "threshold_of",
 ]
 
@@ -45,20 +41,6 @@ class Threshold:
     """Its bucket key; buckets with a larger key are wholly above it."""
     upper_edge_ms: float
     """``gamma**key``: every counted value is larger than this."""
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A quantile estimate with a distribution-free confidence interval (ms).
-
-    ``low``/``high`` bracket the true quantile with probability at least the confidence
-    asked for, sketch error included; ``0.0`` / ``inf`` when the sample is too small for
-    that side.
-    """
-
-    estimate: float
-    low: float
-    high: float
 
 
 def threshold_of(sketch: Sketch, q: float) -> Threshold:
@@ -140,42 +122,3 @@ def pairs_above_many(
     # Values of the zero bucket: below every regular bucket, tied with the baseline's zeros.
     baseline_zeros = baseline_counts[0] if baseline_keys[0] < MIN_KEY else 0
     return value_count, pairs + zeros * 0.5 * baseline_zeros
-
-
-def quantile_intervals(
-    sketch: Sketch, qs: Sequence[float], confidence: float
-) -> tuple[Interval, ...]:
-    """``sketch``'s quantiles ``qs`` with ``confidence`` intervals (non-empty sketch).
-
-    Each interval is the binomial rank bound (:func:`quantile_rank_bounds`) read from the
-    sketch and widened by the sketch's relative error: an estimate ``e`` of bucket ``k`` is
-    the bucket's centre, so ``e / (1 + alpha)`` and ``e / (1 - alpha)`` are exactly the
-    bucket's edges. All figures come from one :meth:`Sketch.quantiles` call.
-    """
-    last = sketch.count - 1
-    bounds = [quantile_rank_bounds(sketch.count, q, confidence) for q in qs]
-    levels = list(qs)
-    for lower, upper in bounds:
-        levels.extend(_level_of(rank, last) for rank in (lower, upper))
-    values = sketch.quantiles(levels)
-    intervals = []
-    for index, (lower, upper) in enumerate(bounds):
-        low, high = values[len(qs) + 2 * index : len(qs) + 2 * index + 2]
-        intervals.append(
-            Interval(
-                float(values[index]),
-                0.0 if lower is None else float(low) / (1.0 + RELATIVE_ERROR),
-                math.inf if upper is None else float(high) / (1.0 - RELATIVE_ERROR),
-            )
-        )
-    return tuple(intervals)
-
-
-def _level_of(rank: int | None, last: int) -> float:
-    """The level at which :meth:`Sketch.quantiles` reads the order statistic of 0-based
-    ``rank`` (any level when there is no rank: its value is not used)."""
-    if rank is None or last == 0 or rank >= last:
-        return 1.0
-    # Sketch.quantiles reads rank floor(q * last); half a rank of margin keeps float
-    # rounding from landing on the rank below.
-    return (rank + 0.5) / last

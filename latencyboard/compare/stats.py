@@ -1,6 +1,6 @@
 """Did a stage get slower? Changes of latency quantiles between two latency sketches, with
-distribution-free confidence intervals and the verdicts they support (pure: numpy, stdlib
-and the sketch module).
+distribution-free confidence intervals and the verdicts they support (pure: the standard
+library, the sketch and :mod:`latencyboard.stats`).
 
 Each side is one :class:`~latencyboard.sketches.sketch.Sketch`: every span of the side,
 merged from the rollups, so its n is the exact span count and nothing is sampled.
@@ -12,18 +12,11 @@ Estimate
 
 Confidence interval: binomial rank bounds, read through the sketch
     The spans of a side are taken as n independent draws from that side's latency
-    distribution. However that distribution looks, the number of draws below its true
-    quantile ξ_q is Binomial(n, q), so the order statistics of ranks l and u chosen from the
-    binomial's tails bracket ξ_q with at least the chosen probability (the classical
-    distribution-free interval for a quantile). A sketch does not hold the order statistics
-    themselves, only their buckets: a value of bucket k lies in (g^(k-1), g^k] and the
-    bucket reports 2 g^k / (g + 1), so an order statistic reported as x is in
-    (x / (1 + e), x / (1 - e)]; the bounds are the sketch's values at ranks l and u taken
-    to those edges, x_l / (1 + e) and x_u / (1 - e), so they still bracket the exact order
-    statistics ((1 + e)·x_u, a little smaller, can miss one at its bucket's top edge). The
-    interval of Δ is [low_B - high_A, high_B - low_A], each side's interval taken at half
-    the error budget: conservative (it covers Δ at least as often as asked), valid at any n
-    and any shape.
+    distribution. Each side's interval is :func:`latencyboard.stats.interval.quantile_intervals`,
+    the rule the regression detector quotes too: the order statistics at the binomial rank
+    bounds, widened to the edges of their buckets (see that module). The interval of Δ is
+    [low_B - high_A, high_B - low_A], each side's interval taken at half the error budget:
+    conservative (it covers Δ at least as often as asked), valid at any n and any shape.
 
 Why this method
     Resampling needs the spans, which the rollups do not keep; a bootstrap over the sketch's
@@ -49,10 +42,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-import numpy as np
-
-from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats.interval import quantile_intervals
 
 QUANTILES: Final = (0.5, 0.95, 0.99)
 CONFIDENCE: Final = 0.95
@@ -150,30 +141,6 @@ def min_spans(q: float) -> int:
     return max(MIN_SPANS, math.ceil(round(MIN_TAIL_SPANS / tail, 6)))
 
 
-def rank_bounds(n: int, q: float, error: float) -> tuple[int, int]:
-    """0-based ranks (l, u) of order statistics of n draws that bracket the true quantile q
-    each with probability at least 1 - error / 2: l is the largest k with
-    P(Binomial(n, q) <= k) <= error / 2 (-1 when there is none), u the smallest k with
-    P(Binomial(n, q) <= k) >= 1 - error / 2 (n when that needs more draws than there are)."""
-    mean, sd = n * q, math.sqrt(n * q * (1.0 - q))
-    # Beyond 12 standard deviations (plus a margin for small n) the binomial's mass is far
-    # below any error budget asked for: only the ranks in between are summed. Their pmf
-    # follows from the ratio of neighbours, P(k + 1) / P(k) = (n - k) / (k + 1) * q / (1 - q),
-    # normalized over the window.
-    first = max(0, math.floor(mean - 12 * sd - 30))
-    last = min(n, math.ceil(mean + 12 * sd + 30))
-    k = np.arange(first, last + 1, dtype=np.float64)
-    steps = np.log((n - k[:-1]) / (k[:-1] + 1)) + math.log(q / (1.0 - q))
-    log_pmf = np.concatenate([[0.0], np.cumsum(steps)])
-    pmf = np.exp(log_pmf - log_pmf.max())
-    cdf = np.cumsum(pmf) / pmf.sum()
-    below = np.nonzero(cdf <= error / 2)[0]
-    lower = int(k[below[-1]]) if below.size else -1
-    above = np.nonzero(cdf >= 1.0 - error / 2)[0]
-    upper = int(k[above[0]]) if above.size else n
-    return lower, upper
-
-
 def compare_sketches(
     a: Sketch,
     b: Sketch,
@@ -189,20 +156,23 @@ def compare_sketches(
         raise ValueError(f"quantiles must lie strictly between 0 and 1, got {quantiles!r}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
-    # Bonferroni over the stage's quantiles, then over the two sides of each.
+    # Bonferroni over the stage's quantiles, then over the two sides of each: each side's
+    # interval misses with at most ``error``.
     error = (1.0 - confidence) / len(quantiles) / 2
+    testable = [q for q in quantiles if min(a.count, b.count) >= min_spans(q)]
+    a_intervals = dict(zip(testable, quantile_intervals(a, testable, 1.0 - error), strict=True))
+    b_intervals = dict(zip(testable, quantile_intervals(b, testable, 1.0 - error), strict=True))
     deltas = []
     for q in quantiles:
-        need = min_spans(q)
-        a_q, b_q = _estimate(a, q), _estimate(b, q)
-        if min(a.count, b.count) < need:
+        need, a_q, b_q = min_spans(q), _estimate(a, q), _estimate(b, q)
+        if q not in a_intervals:
             deltas.append(_quantile_delta(q, need, False, a_q, b_q, math.nan, math.nan, thresholds))
             continue
-        a_low, a_high = quantile_interval(a, q, error)
-        b_low, b_high = quantile_interval(b, q, error)
-        delta = _quantile_delta(q, need, True, a_q, b_q, b_low - a_high, b_high - a_low, thresholds)
-        # A bound past the data (too few spans beyond the quantile for this confidence) is
-        # unbounded: reported as none.
+        a_side, b_side = a_intervals[q], b_intervals[q]
+        low, high = b_side.low - a_side.high, b_side.high - a_side.low
+        delta = _quantile_delta(q, need, True, a_q, b_q, low, high, thresholds)
+        # An upper bound past the data (too few spans above the quantile for this confidence)
+        # is infinite: the side of Δ it bounds is reported as none.
         deltas.append(
             dataclasses.replace(
                 delta,
@@ -211,19 +181,6 @@ def compare_sketches(
             )
         )
     return SeriesDelta(n_a=a.count, n_b=b.count, quantiles=tuple(deltas))
-
-
-def quantile_interval(sketch: Sketch, q: float, error: float) -> tuple[float, float]:
-    """Bounds that hold the true quantile q of the distribution the sketch's values were
-    drawn from with probability at least 1 - error: the sketch's order statistics at the
-    binomial rank bounds, widened by its relative error (``-inf``/``inf`` past the data)."""
-    lower, upper = rank_bounds(sketch.count, q, error)
-    ranks = np.array([max(lower, 0), min(upper, sketch.count - 1)], dtype=np.int64)
-    low, high = sketch.order_statistics(ranks).tolist()
-    return (
-        -math.inf if lower < 0 else low / (1.0 + RELATIVE_ERROR),
-        math.inf if upper >= sketch.count else high / (1.0 - RELATIVE_ERROR),
-    )
 
 
 def _finite(value: float | None) -> float | None:

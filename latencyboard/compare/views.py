@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from latencyboard.compare import stats
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
+from latencyboard.sketches.buckets import RELATIVE_ERROR
 
 
 @login_required
@@ -29,7 +30,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     method = {
         "confidence_pct": round(stats.CONFIDENCE * 100),
         "false_alarm_pct": round(100 - stats.CONFIDENCE * 100),
-        "relative_error_pct": round(stats.RELATIVE_ERROR * 100),
+        "relative_error_pct": round(RELATIVE_ERROR * 100),
         "min_delta_ms": thresholds.min_delta_ms,
         "min_delta_pct": thresholds.min_delta_pct,
         "min_spans": [(stats.quantile_label(q), stats.min_spans(q)) for q in stats.QUANTILES],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from latencyboard.stats.binomial import (
@@ -99,6 +100,19 @@ def test_rank_bounds_of_the_median(
 ) -> None:
     # the textbook ranks (1-based 6 and 15 of 20, 469 and 532 of 1000), 0-based
     assert quantile_rank_bounds(n, q, 0.95) == expected
+
+
+@pytest.mark.parametrize(("n", "q"), [(20, 0.5), (137, 0.9), (400, 0.99), (1_000, 0.95)])
+def test_rank_bounds_are_the_binomial_tails(n: int, q: float) -> None:
+    # given the exact binomial distribution of the values below the true quantile
+    cdf = np.cumsum([math.comb(n, k) * q**k * (1 - q) ** (n - k) for k in range(n + 1)])
+
+    lower, upper = quantile_rank_bounds(n, q, 0.95)
+
+    # then the lower rank is the last whose tail is within 2.5%, the upper the first past
+    # 97.5% (None where no rank is)
+    assert lower == max((k for k in range(n + 1) if cdf[k] <= 0.025), default=None)
+    assert upper == min((k for k in range(n) if cdf[k] >= 0.975), default=None)
 
 
 def test_holm_steps_down_until_the_first_failure() -> None:
