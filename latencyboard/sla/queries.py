@@ -153,16 +153,20 @@ class CountedMinutes:
     end: dt.datetime
     maintenance: tuple[maths.MinuteRange, ...]
 
+    def _span(self) -> Q:
+        return Q(objective=self.objective, minute__gte=self.start, minute__lt=self.end)
+
+    def _kept(self) -> Q:
+        """Which counters count: the span's, the maintenance minutes left out."""
+        return self._span() & ~_in_ranges(self.maintenance) if self.maintenance else self._span()
+
     def rows(self) -> QuerySet[SlaMinute]:
         """Every counter of the span, maintenance minutes included."""
-        return SlaMinute.objects.filter(
-            objective=self.objective, minute__gte=self.start, minute__lt=self.end
-        )
+        return SlaMinute.objects.filter(self._span())
 
     def kept(self) -> QuerySet[SlaMinute]:
         """The counters that count: the maintenance minutes left out."""
-        rows = self.rows()
-        return rows.exclude(_in_ranges(self.maintenance)) if self.maintenance else rows
+        return SlaMinute.objects.filter(self._kept())
 
     def sums(self) -> tuple[maths.Counts, maths.Counts]:
         """The kept counts and the left-out (maintenance) counts, in one read."""
@@ -204,13 +208,38 @@ def counted(
     """The one read of SLA minute counts: ``objective``'s counters of ``[start, end)`` (rounded
     down to the minute) without the minutes of the maintenance windows in force as of ``as_of``
     (None: now). An ``as_of`` also cuts the span at its minute: a report counts nothing later.
-    The SLA pages, the burn-rate alert and the audit report all count through it."""
-    start, end = maths.floor_minute(start), maths.floor_minute(end)
-    if as_of is not None:
-        end = min(end, maths.floor_minute(as_of))
-    end = max(start, end)
-    excluded = _excluded_of([objective], {objective.pk: (start, end)}, as_of)[objective.pk]
-    return CountedMinutes(objective, start, end, excluded)
+    The SLA pages, the burn-rate alert, the overview and the audit report all count through it
+    (the overview through :func:`counted_many`)."""
+    return counted_many([objective], {objective.pk: (start, end)}, as_of)[objective.pk]
+
+
+def counted_many(
+    objectives: Sequence[Objective],
+    spans: Mapping[int, tuple[dt.datetime, dt.datetime]],
+    as_of: dt.datetime | None = None,
+) -> dict[int, CountedMinutes]:
+    """:func:`counted` of each objective over its own ``spans[pk]``, by objective id, with one
+    read of the maintenance windows for all of them (non-empty ``objectives``)."""
+    cut = {}
+    for objective in objectives:
+        start, end = (maths.floor_minute(moment) for moment in spans[objective.pk])
+        if as_of is not None:
+            end = min(end, maths.floor_minute(as_of))
+        cut[objective.pk] = (start, max(start, end))
+    excluded = _excluded_of(objectives, cut, as_of)
+    return {o.pk: CountedMinutes(o, *cut[o.pk], excluded[o.pk]) for o in objectives}
+
+
+def kept_sums(minutes: Sequence[CountedMinutes]) -> dict[int, maths.Counts]:
+    """The kept counts of many :class:`CountedMinutes` (non-empty) in one grouped sum, by
+    objective id; an objective without counters has none."""
+    rows = (
+        SlaMinute.objects.filter(reduce(or_, (span._kept() for span in minutes)))
+        .values("objective")
+        .annotate(good=Sum("good"), total=Sum("total"))
+        .values_list("objective", "good", "total")
+    )
+    return {objective_id: maths.Counts(int(good), int(total)) for objective_id, good, total in rows}
 
 
 def first_counted_minute(objective: Objective, before: dt.datetime) -> dt.datetime | None:
@@ -270,29 +299,18 @@ def budgets(
     """Attainment and error budget of each objective over its own window ``windows[pk]`` (whole
     minutes, ``[start, end)``), without the minutes of its maintenance windows, by objective id.
 
-    For many objectives at once (the overview): one read of the maintenance windows and one
-    sum of the counters, whatever the number of objectives.
+    For many objectives at once (the overview): :func:`counted_many` and :func:`kept_sums`, one
+    read of the maintenance windows and one sum of the counters, whatever the number of
+    objectives.
     """
     if not objectives:
         return {}
-    excluded = _excluded_of(objectives, windows, None)
-    conditions = []
+    sums = kept_sums(list(counted_many(objectives, windows).values()))
+    budgets = {}
     for objective in objectives:
-        start, end = windows[objective.pk]
-        condition = Q(objective=objective, minute__gte=start, minute__lt=end)
-        ranges = excluded[objective.pk]
-        conditions.append(condition & ~_in_ranges(ranges) if ranges else condition)
-    sums = {
-        objective_id: (int(good), int(total))
-        for objective_id, good, total in SlaMinute.objects.filter(reduce(or_, conditions))
-        .values("objective")
-        .annotate(good=Sum("good"), total=Sum("total"))
-        .values_list("objective", "good", "total")
-    }
-    return {
-        objective.pk: maths.budget(*sums.get(objective.pk, (0, 0)), objective.target_percent)
-        for objective in objectives
-    }
+        kept = sums.get(objective.pk, maths.Counts(0, 0))
+        budgets[objective.pk] = maths.budget(kept.good, kept.total, objective.target_percent)
+    return budgets
 
 
 def attainment(

@@ -174,6 +174,28 @@ def test_an_objective_window_does_not_cover_its_siblings(objective, pipeline):
     assert list(queries.maintenance_windows(sibling)) == []
 
 
+def test_the_overviews_budgets_are_the_sla_pages_objective_by_objective(objective, pipeline):
+    # given three objectives: one with its own window over its bad minute, a pipeline window
+    # over 10:02 covering it and its sibling, and one of another pipeline that none covers
+    sibling = make_objective(pipeline, name="sibling")
+    elsewhere = make_objective(
+        Pipeline.objects.create(team=pipeline.team, service_name="recommender"), name="other"
+    )
+    put_minutes(sibling, [(at(1), 5, 10), (at(2), 0, 10)])
+    put_minutes(elsewhere, [(at(1), 7, 10)])
+    add_window(objective, at(1), at(2))
+    add_window(sibling, at(2), at(3), covers=Coverage.PIPELINE)
+    objectives = [objective, sibling, elsewhere]
+
+    # when the overview reads every budget at once
+    windows = {o.pk: queries.window_budget(o, NOW).window for o in objectives}
+    overview = queries.budgets(objectives, {pk: (w.start, w.end) for pk, w in windows.items()})
+
+    # then each is the SLA page's budget of that objective
+    assert overview == {o.pk: queries.window_budget(o, NOW).summary for o in objectives}
+    assert [(b.good, b.total) for b in overview.values()] == [(999, 1000), (5, 10), (7, 10)]
+
+
 # --- who may add and delete windows --------------------------------------------------------
 
 
