@@ -10,13 +10,11 @@ from django.db import transaction
 
 from latencyboard.alerts.models import Baseline, Rule
 from latencyboard.alerts.regression import Baseline as DetectorBaseline
-from latencyboard.alerts.sketch_queries import stage_sketches
 from latencyboard.pipelines.models import Pipeline
+from latencyboard.rollups.cohort_queries import stage_sketches
 from latencyboard.sketches.sketch import Sketch
 
 logger = logging.getLogger(__name__)
-
-HOUR = dt.timedelta(hours=1)
 
 
 def compute_baselines(now: dt.datetime) -> int:
@@ -34,7 +32,7 @@ def compute_pipeline_baselines(pipeline: Pipeline, now: dt.datetime) -> int:
     values. A stage without rows in the window keeps no baseline."""
     end = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
     start = end - dt.timedelta(days=settings.ALERT_BASELINE_DAYS)
-    sketches = stage_sketches(pipeline, start, end, HOUR)
+    sketches = stage_sketches(pipeline, start, end)
     with transaction.atomic():
         stale = Baseline.objects.filter(pipeline=pipeline).exclude(
             stage_id__in=[stage_id for stage_id in sketches if stage_id is not None]

@@ -18,9 +18,9 @@ from latencyboard.alerts.baselines import detector_baselines
 from latencyboard.alerts.cohort_mix import assess_mix
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.services import advance
-from latencyboard.alerts.sketch_queries import stage_sketches
 from latencyboard.dashboards.queries import root_stages
 from latencyboard.pipelines.models import Stage
+from latencyboard.rollups.cohort_queries import stage_sketches
 from latencyboard.rollups.queries import END_TO_END
 from latencyboard.sla import attainment
 from latencyboard.sla import queries as sla_queries
@@ -135,7 +135,7 @@ def _regression(
 ) -> None:
     end = now.astimezone(dt.UTC).replace(second=0, microsecond=0)
     start = end - rule.window_minutes * MINUTE
-    windows = stage_sketches(rule.pipeline, start, end, MINUTE)
+    windows = stage_sketches(rule.pipeline, start, end)
     baselines = detector_baselines(rule.pipeline)
     by_name = {name: stage_id for stage_id, name in names.items()}
     detector = detector_of(rule)

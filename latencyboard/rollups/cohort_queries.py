@@ -61,6 +61,15 @@ def windows_sketches(
     return [{series: merge_many(group) for series, group in side.items()} for side in blobs]
 
 
+def stage_sketches(
+    pipeline: Pipeline, start: dt.datetime, end: dt.datetime
+) -> dict[int | None, Sketch]:
+    """:func:`series_sketches` of ``[start, end)`` keyed as the alert baselines store stages:
+    by stage id, end to end by None."""
+    found = series_sketches(pipeline.pk, window_segments(pipeline, start, end))
+    return {None if key == END_TO_END_KEY else key: sketch for key, sketch in found.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class SeriesFigures:
     """A series merged over a window: its sketch and its exact error count."""
