@@ -130,12 +130,42 @@ def _following(kid_start: IntArray, kid_end: IntArray, run_end: IntArray) -> Int
         late = searching & (kid_end[np.minimum(middle, m - 1)] > cursor)
         low = np.where(late, middle + 1, low)
         high = np.where(searching & ~late, middle, high)
-    # A child ending within the precision after the cursor must still start before it.
+    # A child ending within the precision after the cursor must still start before it: where
+    # the first candidate does not, the first later one in the run that does.
     following = low
-    while True:
-        inside = following < run_end
-        blocked = inside & (kid_start[np.minimum(following, m - 1)] >= kid_start)
-        if not blocked.any():
-            break
-        following = np.where(blocked, following + 1, following)
+    inside = following < run_end
+    blocked = np.flatnonzero(inside & (kid_start[np.minimum(following, m - 1)] >= kid_start))
+    following[blocked] = _first_below(
+        kid_start, following[blocked] + 1, run_end[blocked], kid_start[blocked]
+    )
     return np.where(following < run_end, following, _NONE)
+
+
+def _first_below(values: IntArray, low: IntArray, high: IntArray, bound: IntArray) -> IntArray:
+    """Per query, the first index in ``[low, high)`` whose value is below ``bound`` (``high``
+    for none).
+
+    Each query jumps over the largest aligned block of ``values`` (1, 2, 4, ... long, minima
+    precomputed) that lies before ``high`` and holds nothing below its bound: its blocks grow
+    until one holds the answer or would pass ``high``, then shrink into it, so a query takes
+    at most twice log2(len(values)) jumps however many equal neighbours it passes.
+    """
+    minima = [values]
+    while len(minima[-1]) > 1:
+        level = minima[-1]
+        if len(level) % 2:
+            level = np.append(level, np.iinfo(np.int64).max)
+        minima.append(np.minimum(level[0::2], level[1::2]))
+    position = low.copy()
+    active = np.flatnonzero(position < high)
+    while len(active):
+        at, end, below = position[active], high[active], bound[active]
+        jump = np.zeros(len(active), dtype=np.int64)
+        for k in range(len(minima) - 1, -1, -1):
+            size = 1 << k
+            fits = np.flatnonzero((jump == 0) & (at % size == 0) & (at + size <= end))
+            clear = minima[k][at[fits] >> k] >= below[fits]
+            jump[fits[clear]] = size
+        position[active] = at + jump
+        active = active[(jump > 0) & (at + jump < end)]
+    return position

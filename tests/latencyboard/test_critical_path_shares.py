@@ -194,6 +194,21 @@ def test_the_same_path_as_the_trace_pages_waterfall(trace: list[S]):
     assert dict(zip((s.span for s in trace), critical, strict=True)) == on_page
 
 
+def test_hundreds_of_siblings_within_one_microsecond_take_the_waterfalls_path():
+    # given a root with 400 children all starting and ending within the same microsecond or
+    # two (below the stored precision: each may follow any other, so the path has to look far
+    # along the siblings for the next one that starts earlier)
+    trace = [S(0, None, 0, 10 * US, root=True)]
+    trace += [S(i, 0, 2 * US + (i * 37 % 9) * 100, 100 + (i * 53 % 7) * 100) for i in range(1, 401)]
+    timings = [waterfall.SpanTiming(s.span, s.parent, s.start, s.duration) for s in trace]
+    on_page = {timings[row.index].span_id: row.critical_ns for row in waterfall.build(timings).rows}
+
+    critical = stage_share_minutes.critical_time_ns(arrays([trace])).tolist()
+
+    assert dict(zip((s.span for s in trace), critical, strict=True)) == on_page
+    assert sum(critical) == 10 * US
+
+
 @st.composite
 def sequential_traces(draw: st.DrawFn) -> list[S]:
     """A tree whose children run one after another inside their parent, touching or not."""
