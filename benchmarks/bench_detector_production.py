@@ -64,7 +64,7 @@ def shifts(seed: int, trials: int) -> dict[str, list[tuple[str, float | None]]]:
     """One pipeline's shift trials: per scenario, (stage, delay seconds or None)."""
     rng = np.random.default_rng(20_000 + seed)
     pipeline = sim.DiurnalPipeline.draw(rng)
-    baselines = sim.pipeline_baselines(pipeline, rng)
+    history = sim.pipeline_history(pipeline, rng)
     found: dict[str, list[tuple[str, float | None]]] = {name: [] for name in SCENARIOS}
     for stage, (name, _, _) in enumerate(sim.STAGES):
         for _ in range(trials):
@@ -74,7 +74,7 @@ def shifts(seed: int, trials: int) -> dict[str, list[tuple[str, float | None]]]:
                 ("low_hour", LOW_HOUR, False),
                 ("tail_only", busy, True),
             ):
-                delay = sim.shift_trial(pipeline, baselines, rng, stage, minute, tail_only=tail)
+                delay = sim.shift_trial(pipeline, history, rng, stage, minute, tail_only=tail)
                 found[scenario].append((name, delay))
     return found
 
@@ -145,7 +145,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipelines", type=int, default=2)
     parser.add_argument("--days", type=int, default=30)
-    parser.add_argument("--cycle-days", type=int, default=3)
+    parser.add_argument("--cycle-days", type=int, default=7)
     parser.add_argument("--trials", type=int, default=10, help="per stage, scenario, pipeline")
     parser.add_argument("--rollouts", type=int, default=10, help="per rollout and pipeline")
     parser.add_argument("--workers", type=int, default=2)

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from latencyboard.dashboards.bottleneck import parse_stage_kinds
@@ -352,9 +353,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 50},
     },
+    # At the start of each hour: a same-hours-of-day baseline is built for the hour ahead.
     "alerts.compute-baselines": {
         "task": "alerts.compute_baselines",
-        "schedule": 3600.0,
+        "schedule": crontab(minute=0),
         "options": {"expires": 3000},
     },
     "alerts.evaluate": {"task": "alerts.evaluate", "schedule": 60.0, "options": {"expires": 50}},

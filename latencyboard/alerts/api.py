@@ -249,8 +249,8 @@ class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
     @extend_schema(
         summary="Would this rule have fired in the last 7 days? (team admins)",
         description="The rule's settings, as for creating it, replayed with the regression "
-        "detector over the pipeline's minute rollups against today's baselines. Nothing is "
-        "saved.",
+        "detector over the pipeline's minute rollups, each hour against the same hours of the "
+        "previous days (else today's baselines). Nothing is saved.",
         request=RuleSerializer,
         responses={200: RulePreviewSerializer, 400: OpenApiTypes.OBJECT, 503: OpenApiTypes.OBJECT},
     )

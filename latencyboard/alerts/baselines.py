@@ -8,6 +8,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
+from latencyboard.alerts import seasonal
 from latencyboard.alerts.models import Baseline, Rule
 from latencyboard.alerts.regression import Baseline as DetectorBaseline
 from latencyboard.pipelines.models import Pipeline
@@ -15,6 +16,8 @@ from latencyboard.rollups.cohort_queries import stage_sketches
 from latencyboard.sketches.sketch import Sketch
 
 logger = logging.getLogger(__name__)
+
+EMPTY = Sketch()
 
 
 def compute_baselines(now: dt.datetime) -> int:
@@ -27,12 +30,18 @@ def compute_baselines(now: dt.datetime) -> int:
 
 
 def compute_pipeline_baselines(pipeline: Pipeline, now: dt.datetime) -> int:
-    """Merge the last ``ALERT_BASELINE_DAYS`` whole hours of ``pipeline``'s rollups per stage
-    (end to end too) into its baselines, ready when they hold ``ALERT_BASELINE_MIN_COUNT``
-    values. A stage without rows in the window keeps no baseline."""
+    """Merge ``pipeline``'s rollups per stage (end to end too) into its baselines: the same
+    hours of the previous ``ALERT_BASELINE_DAYS`` days where they hold the values
+    (:mod:`latencyboard.alerts.seasonal`), else the trailing ``ALERT_BASELINE_DAYS`` days of
+    whole hours; ready when they hold ``ALERT_BASELINE_MIN_COUNT`` values. A stage without
+    rows in the trailing window keeps no baseline."""
     end = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
     start = end - dt.timedelta(days=settings.ALERT_BASELINE_DAYS)
     sketches = stage_sketches(pipeline, start, end)
+    days = [
+        stage_sketches(pipeline, day_start, day_end)
+        for day_start, day_end in seasonal.day_spans(now, settings.ALERT_BASELINE_DAYS)
+    ]
     with transaction.atomic():
         stale = Baseline.objects.filter(pipeline=pipeline).exclude(
             stage_id__in=[stage_id for stage_id in sketches if stage_id is not None]
@@ -40,7 +49,11 @@ def compute_pipeline_baselines(pipeline: Pipeline, now: dt.datetime) -> int:
         if None in sketches:
             stale = stale.exclude(stage__isnull=True)
         stale.delete()
-        for stage_id, sketch in sketches.items():
+        for stage_id, trailing in sketches.items():
+            same_hours = seasonal.seasonal_sketch(
+                [day.get(stage_id, EMPTY) for day in days], settings.ALERT_BASELINE_MIN_COUNT
+            )
+            sketch = trailing if same_hours is None else same_hours
             Baseline.objects.update_or_create(
                 pipeline=pipeline,
                 stage_id=stage_id,  # type: ignore[misc]  # None: end to end, as stored
@@ -51,6 +64,7 @@ def compute_pipeline_baselines(pipeline: Pipeline, now: dt.datetime) -> int:
                     "sketch": sketch.to_bytes(),
                     "computed_at": now,
                     "ready": sketch.count >= settings.ALERT_BASELINE_MIN_COUNT,
+                    "seasonal": same_hours is not None,
                 },
             )
     logger.info("alerts.baselines", extra={"pipeline_id": pipeline.pk, "stages": len(sketches)})
@@ -61,7 +75,7 @@ def detector_baselines(pipeline: Pipeline) -> dict[int | None, DetectorBaseline]
     """The stored baselines of ``pipeline`` as the regression detector takes them."""
     return {
         row.stage_id: DetectorBaseline(
-            Sketch.from_bytes(bytes(row.sketch)), row.window_start, row.window_end
+            Sketch.from_bytes(bytes(row.sketch)), row.window_start, row.window_end, row.seasonal
         )
         for row in Baseline.objects.filter(pipeline=pipeline)
     }

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 
 class Baseline(models.Model):
-    """A stage's latencies over a trailing window (``stage`` null: end to end), merged from
-    rollups by the baseline job; ``ready`` once it holds enough values to test against."""
+    """A stage's latencies over a trailing window, or over the same hours of the previous
+    days (``seasonal``), (``stage`` null: end to end), merged from rollups by the baseline
+    job; ``ready`` once it holds enough values to test against."""
 
     pipeline = models.ForeignKey(Pipeline, on_delete=models.CASCADE, related_name="baselines")
     stage = models.ForeignKey(
@@ -37,6 +38,7 @@ class Baseline(models.Model):
     sketch = models.BinaryField()
     computed_at = models.DateTimeField()
     ready = models.BooleanField(default=False)
+    seasonal = models.BooleanField(default=False)
 
     class Meta:
         constraints = [

@@ -1,6 +1,8 @@
 """The rule preview: would this rule have fired in the last days? Its regression detector
-replayed (``latencyboard.alerts.replay``) over the pipeline's minute rollups, against the
-baselines the evaluator uses now. It runs in a web request, so it is bounded: at most
+replayed (``latencyboard.alerts.replay``) over the pipeline's minute rollups, each hour
+against the baselines the baseline job would have built then: the same hours of the
+previous days (:mod:`latencyboard.alerts.seasonal`) where they were ready, else the
+baseline the evaluator uses now. It runs in a web request, so it is bounded: at most
 ``PREVIEW_MAX_STAGES`` stages, and ``PREVIEW_SECONDS`` of replaying."""
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from typing import Any, Final
 from django.conf import settings
 from django.db.models import Q
 
+from latencyboard.alerts import seasonal
 from latencyboard.alerts.baselines import detector_baselines
 from latencyboard.alerts.evaluation import detector_of, newest_root_stages, watched
 from latencyboard.alerts.models import Rule
-from latencyboard.alerts.replay import MINUTE, Replay, replay
+from latencyboard.alerts.regression import Baseline
+from latencyboard.alerts.replay import MINUTE, OutOfTime, Replay, replay
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.models import Rollup
+from latencyboard.sketches.sketch import merge_many
 from latencyboard.sla import attainment
 
 PREVIEW_DAYS: Final = 7
@@ -27,6 +32,7 @@ PREVIEW_DAYS: Final = 7
 PREVIEW_MAX_STAGES: Final = 30
 """Stages a preview replays at most (a week of minutes is ~10 k sketches each)."""
 PREVIEW_SECONDS: Final = 10.0
+HOUR: Final = dt.timedelta(hours=1)
 """How long a preview may replay before it gives up."""
 
 
@@ -45,9 +51,9 @@ def preview_rule(
 ) -> Replay:
     """The alerts ``rule`` (saved or not; ``chosen`` its stages) would have raised over the
     last ``PREVIEW_DAYS`` days of minute rollups, had it been evaluated every minute with
-    today's baselines. Regression only: burn-rate alerts are not replayed. Raises
-    :class:`TooManyStages`, or :class:`~latencyboard.alerts.replay.OutOfTime` after
-    ``seconds``."""
+    each hour's baselines (see the module docstring). Regression only: burn-rate alerts are
+    not replayed. Raises :class:`TooManyStages`, or
+    :class:`~latencyboard.alerts.replay.OutOfTime` after ``seconds``."""
     deadline = time.monotonic() + seconds
     names = watched(rule, newest_root_stages(rule.pipeline_id, now), chosen)
     if len(names) > PREVIEW_MAX_STAGES:
@@ -72,8 +78,9 @@ def preview_rule(
         minutes[names[stage_id]][int((minute - start) / MINUTE)] = bytes(blob)
     baselines = {names[pk]: b for pk, b in detector_baselines(rule.pipeline).items() if pk in names}
     count = int((end - start) / MINUTE)
+    schedule = _hourly(rule, names, stages, baselines, start, end, deadline)
     return replay(
-        baselines,
+        schedule,
         minutes,
         start,
         count,
@@ -82,3 +89,48 @@ def preview_rule(
         settings.ALERT_CLEAN_EVALUATIONS,
         deadline,
     )
+
+
+def _hourly(
+    rule: Rule,
+    names: Mapping[int | None, str],
+    stages: Q,
+    today: Mapping[str, Baseline],
+    start: dt.datetime,
+    end: dt.datetime,
+    deadline: float,
+) -> list[tuple[int, dict[str, Baseline]]]:
+    """The replay's schedule: from each hour's first evaluation, each stage's same-hours
+    baseline of that hour where it is ready, else ``today``'s."""
+    first = (start + rule.window_minutes * MINUTE).replace(minute=0, second=0, microsecond=0)
+    hours = [first + i * HOUR for i in range(int((end - first) / HOUR) + 1)]
+    spans = seasonal.hour_offsets(settings.ALERT_BASELINE_DAYS)
+    rows = Rollup.objects.filter(
+        stages,
+        pipeline=rule.pipeline_id,
+        resolution="hour",
+        bucket_start__gte=first + spans[-1].start * HOUR,
+        bucket_start__lt=hours[-1] + spans[0].stop * HOUR,
+    ).values_list("stage_id", "bucket_start", "sketch")
+    blobs: dict[str, dict[dt.datetime, bytes]] = defaultdict(dict)
+    for stage_id, hour, blob in rows.iterator():
+        blobs[names[stage_id]][hour] = bytes(blob)
+    schedule = []
+    for hour in hours:
+        if time.monotonic() > deadline:
+            raise OutOfTime
+        baselines = dict(today)
+        for name, by_hour in blobs.items():
+            days = [
+                merge_many(by_hour[at] for at in _span(hour, span) if at in by_hour)
+                for span in spans
+            ]
+            sketch = seasonal.seasonal_sketch(days, settings.ALERT_BASELINE_MIN_COUNT)
+            if sketch is not None:
+                baselines[name] = Baseline(sketch, hour + spans[-1].start * HOUR, hour, True)
+        schedule.append((max(int((hour - start) / MINUTE), 0), baselines))
+    return schedule
+
+
+def _span(hour: dt.datetime, span: range) -> list[dt.datetime]:
+    return [hour + offset * HOUR for offset in span]

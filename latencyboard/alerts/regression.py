@@ -42,10 +42,10 @@ The false-alarm budget
     minute, 30 days are 43,200 evaluations; an alarm episode needs at least one firing
     evaluation, so the expected number of false alarms is at most ``43,200 * family_alpha``.
     The default ``1e-5`` gives at most 0.43 per pipeline per 30 days before the effect floor,
-    which removes most of the rest, inside the budget of 1. This holds for stationary
-    traffic only: the baseline is the trailing 7 days whatever the hour, so a stage with a
-    daily cycle of more than the effect floor fires at its slow hours (``make
-    bench-detector``'s daily-cycle scenario).
+    which removes most of the rest, inside the budget of 1. Against the trailing week a
+    stage with a daily cycle of more than the effect floor would fire at its slow hours
+    every day: the baseline is the same hours of the previous days once they hold the
+    values (:mod:`latencyboard.alerts.seasonal`).
 """
 
 from __future__ import annotations
@@ -107,11 +107,14 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class Baseline:
-    """A stage's latencies over a trailing window, as the baseline job stores them."""
+    """A stage's latencies over a trailing window, or over the same hours of the previous
+    days (``seasonal``, :mod:`latencyboard.alerts.seasonal`), as the baseline job stores
+    them."""
 
     sketch: Sketch
     window_start: datetime
     window_end: datetime
+    seasonal: bool = False
     _figures: dict[tuple[tuple[float, ...], float], tuple[_BaselineFigure, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

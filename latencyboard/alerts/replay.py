@@ -19,7 +19,7 @@ import dataclasses
 import datetime as dt
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,8 +78,11 @@ class Replay:
     pages: int
 
 
+Baselines = Mapping[str, regression.Baseline]
+
+
 def replay(
-    baselines: Mapping[str, regression.Baseline],
+    baselines: Baselines | Sequence[tuple[int, Baselines]],
     minutes: Mapping[str, Mapping[int, bytes]],
     start: dt.datetime,
     count: int,
@@ -90,27 +93,37 @@ def replay(
 ) -> Replay:
     """Replay the detector over the minutes ``start + i`` (``i`` in ``0..count-1``):
     ``minutes[stage][i]`` is that stage's stored sketch (blob) of minute ``i`` (absent: no
-    values), ``baselines`` the stages' baselines. Evaluations run at every minute boundary
-    from ``start + window`` to ``start + count``. Raises :class:`OutOfTime` once
-    ``time.monotonic()`` passes ``deadline``."""
-    screen = _screen(baselines, minutes, count, window, rule, deadline)
+    values), ``baselines`` the stages' baselines, or a schedule of them: ``(t, baselines)``
+    pairs by ``t``, each used from evaluation ``t`` to the next pair's (the baseline job
+    rebuilds them hourly). Evaluations run at every minute boundary from ``start + window``
+    to ``start + count``. Raises :class:`OutOfTime` once ``time.monotonic()`` passes
+    ``deadline``."""
+    schedule = [(window, baselines)] if isinstance(baselines, Mapping) else list(baselines)
+    starts = [window] + [max(t, window) for t, _ in schedule[1:]]
+    ends = [*starts[1:], count + 1]
+    screen = np.zeros(count + 1, dtype=bool)
+    for first, end, (_, used) in zip(starts, ends, schedule, strict=True):
+        if first < end:
+            screen[first:end] = _segment_screen(used, minutes, first, end, window, rule, deadline)
     states = {stage: lifecycle.AlertState() for stage in minutes}
     opened: dict[str, ReplayedAlert] = {}
     alerts: list[ReplayedAlert] = []
     runs = 0
     times = range(window, count + 1)
+    which = np.searchsorted(starts, np.arange(count + 1), side="right") - 1
     for t in times:
         if not screen[t] and not opened:
             continue
         _check(deadline)
         runs += 1
         at = start + t * MINUTE
+        used = schedule[int(which[t])][1]
         windows = {
             stage: merge_many(rows[i] for i in range(t - window, t) if i in rows)
             for stage, rows in minutes.items()
             if any(i in rows for i in range(t - window, t))
         }
-        result = regression.evaluate(baselines, windows, rule)
+        result = regression.evaluate(used, windows, rule)
         for stage in result.stages:
             outcome = OUTCOMES.get(stage.status, lifecycle.Outcome.NO_DATA)
             states[stage.stage], transition = lifecycle.step(
@@ -145,6 +158,25 @@ def _fired(stage: regression.StageResult, at: dt.datetime) -> ReplayedAlert:
         effect_pct=100.0 * test.effect_relative,
         p_value=test.p_value,
     )
+
+
+def _segment_screen(
+    baselines: Baselines,
+    minutes: Mapping[str, Mapping[int, bytes]],
+    first: int,
+    end: int,
+    window: int,
+    rule: regression.RegressionRule,
+    deadline: float,
+) -> np.ndarray:
+    """:func:`_screen` of the evaluations ``first .. end - 1`` (their windows' minutes from
+    ``first - window``)."""
+    offset = first - window
+    local = {
+        stage: {i - offset: blob for i, blob in rows.items() if offset <= i < end - 1}
+        for stage, rows in minutes.items()
+    }
+    return _screen(baselines, local, end - 1 - offset, window, rule, deadline)[window:]
 
 
 def _screen(

@@ -16,28 +16,27 @@ Scenarios
     new version on ``VERSION_STAGE`` (:mod:`latencyboard.alerts.simulation_rollouts`).
 
 Everything goes through what the workers use: stored minute sketches per stage, hourly
-sketches merged into a trailing 7-day baseline, windows of ``WINDOW_MINUTES`` evaluated every
-minute by :func:`replay.replay` (the rule preview's replay: :func:`regression.evaluate` and one
-:mod:`lifecycle` per stage, an alarm being a ``FIRED`` transition; it skips only minutes where
-no test could be significant, so it raises exactly the alerts an evaluation at every minute
-does) and, for rollouts, :func:`mix.decompose` at the first firing evaluation. Two shortcuts,
-both stated with the figures: the days of a false-alarm run are replayed one at a time, the
-baseline rebuilt daily rather than hourly and the alerts' lifecycles starting afresh each
-day (an alert open at midnight is counted again: alarms are over-counted, never missed);
-a trial keeps one baseline of its pipeline's 7 days (sketch merges are exact, so it is the
-sketch the baseline job would build).
+sketches merged into the baseline the baseline job builds at the start of each hour (the
+same hours of the previous 7 days, :mod:`latencyboard.alerts.seasonal`, else the trailing 7
+days), windows of ``WINDOW_MINUTES`` evaluated every minute by :func:`replay.replay` (the
+rule preview's replay: :func:`regression.evaluate` and one :mod:`lifecycle` per stage, an
+alarm being a ``FIRED`` transition; it skips only minutes where no test could be
+significant, so it raises exactly the alerts an evaluation at every minute does) and, for
+rollouts, :func:`mix.decompose` at the first firing evaluation. One shortcut, stated with
+the figures: the days of a false-alarm run are replayed one at a time, the alerts'
+lifecycles starting afresh each day (an alert open at midnight is counted again: alarms
+are over-counted, never missed).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts import lifecycle, regression, replay
+from latencyboard.alerts import lifecycle, regression, replay, seasonal
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group, to_bytes_many
 
 __all__ = [
@@ -46,8 +45,9 @@ __all__ = [
     "VERSION_STAGE",
     "DiurnalPipeline",
     "FalseAlarmRun",
+    "History",
     "false_alarm_run",
-    "pipeline_baselines",
+    "pipeline_history",
     "rate_per_second",
     "replayed_alerts",
     "segment",
@@ -177,23 +177,74 @@ class DiurnalPipeline:
         return Traffic(first_minute, minutes, minute, seconds, values)
 
 
-def _baselines(hours: deque[list[Sketch]], end: datetime) -> dict[str, regression.Baseline]:
-    start = end - timedelta(hours=len(hours))
-    return {
-        name: regression.Baseline(merge_many(hour[s] for hour in hours), start, end)
-        for s, (name, _, _) in enumerate(STAGES)
-    }
+Baselines = dict[str, regression.Baseline]
 
 
-def pipeline_baselines(
-    pipeline: DiurnalPipeline, rng: np.random.Generator
-) -> dict[str, regression.Baseline]:
-    """A 7-day baseline of stationary diurnal traffic (no cycle)."""
-    traffic = pipeline.traffic(rng, 0, BASELINE_HOURS * 60)
-    return {
-        name: regression.Baseline(Sketch.from_values(traffic.values[:, s]), EPOCH, EPOCH)
-        for s, (name, _, _) in enumerate(STAGES)
-    }
+class History:
+    """A pipeline's hour sketches per stage (by hour since the epoch), and the baselines the
+    baseline job builds from them at each hour: the same hours of the previous days where
+    they hold the values, else the trailing 7 days (:mod:`latencyboard.alerts.seasonal`)."""
+
+    def __init__(self, min_count: int) -> None:
+        self.min_count = min_count
+        self.hours: dict[int, list[Sketch]] = {}
+        self._built: dict[int, Baselines] = {}
+
+    def add(self, traffic: Traffic) -> None:
+        """The whole hours of ``traffic`` (which starts on an hour)."""
+        first = traffic.first_minute // 60
+        for offset, sketches in enumerate(traffic.hour_sketches()):
+            self.hours[first + offset] = sketches
+        kept = max(self.hours) - BASELINE_HOURS - 2 * seasonal.DAY_HOURS
+        for hour in [hour for hour in self.hours if hour < kept]:
+            del self.hours[hour]
+
+    def baselines_at(self, hour: int) -> Baselines:
+        """The baselines built at the start of ``hour``."""
+        if hour not in self._built:
+            self._built = {hour: self._build(hour)} | {
+                h: b for h, b in self._built.items() if h > hour - seasonal.DAY_HOURS
+            }
+        return self._built[hour]
+
+    def _merged(self, stage: int, hours: range) -> Sketch:
+        present = [self.hours[h][stage] for h in hours if h in self.hours]
+        return merge_many(present) if present else Sketch()
+
+    def _build(self, hour: int) -> Baselines:
+        at = EPOCH + timedelta(hours=hour)
+        spans = seasonal.hour_offsets(BASELINE_HOURS // 24)
+        baselines = {}
+        for s, (name, _, _) in enumerate(STAGES):
+            days = [self._merged(s, range(hour + span.start, hour + span.stop)) for span in spans]
+            same_hours = seasonal.seasonal_sketch(days, self.min_count)
+            if same_hours is None:
+                trailing = self._merged(s, range(hour - BASELINE_HOURS, hour))
+                baselines[name] = regression.Baseline(trailing, at - timedelta(days=7), at)
+            else:
+                baselines[name] = regression.Baseline(same_hours, at - timedelta(days=7), at, True)
+        return baselines
+
+    def schedule(self, first_minute: int, minutes: int) -> list[tuple[int, Baselines]]:
+        """The baselines of a replay of ``minutes`` minutes from ``first_minute``: each
+        hour's from its first evaluation (``replay.replay``'s schedule)."""
+        first_hour = (first_minute + WINDOW_MINUTES) // 60
+        last_hour = (first_minute + minutes) // 60
+        return [
+            (hour * 60 - first_minute, self.baselines_at(hour))
+            for hour in range(first_hour, last_hour + 1)
+        ]
+
+
+def pipeline_history(
+    pipeline: DiurnalPipeline,
+    rng: np.random.Generator,
+    rule: regression.RegressionRule | None = None,
+) -> History:
+    """7 days of stationary diurnal traffic (no cycle), as hour sketches."""
+    history = History((rule or regression.RegressionRule()).min_baseline_count)
+    history.add(pipeline.traffic(rng, 0, BASELINE_HOURS * 60))
+    return history
 
 
 @dataclass(frozen=True)
@@ -213,29 +264,30 @@ def false_alarm_run(
     seed: int, days: int, cycle: bool = False, rule: regression.RegressionRule | None = None
 ) -> FalseAlarmRun:
     """Evaluate every minute for ``days`` days after a 7-day warm-up, day by day against the
-    trailing 7 days (see the module docstring)."""
+    baselines of each hour (see the module docstring)."""
     rule = rule or regression.RegressionRule()
     rng = np.random.default_rng(seed)
     pipeline = DiurnalPipeline.draw(rng)
-    hours: deque[list[Sketch]] = deque(maxlen=BASELINE_HOURS)
+    history = History(rule.min_baseline_count)
     for day in range(BASELINE_HOURS // 24):
-        hours.extend(pipeline.traffic(rng, day * DAY, DAY, cycle).hour_sketches())
+        history.add(pipeline.traffic(rng, day * DAY, DAY, cycle))
     evaluations = runs = 0
     minutes_of_day: list[int] = []
     stages: list[str] = []
     first_day = BASELINE_HOURS // 24
     tail = pipeline.traffic(rng, first_day * DAY - WINDOW_MINUTES, WINDOW_MINUTES, cycle)
     for day in range(first_day, first_day + days):
-        start = EPOCH + timedelta(minutes=day * DAY - WINDOW_MINUTES)
-        baselines = _baselines(hours, start + timedelta(minutes=WINDOW_MINUTES))
+        first_minute = day * DAY - WINDOW_MINUTES
         today = pipeline.traffic(rng, day * DAY, DAY, cycle)
+        # A baseline uses only hours before it was built, so today's may be added now.
+        history.add(today)
         stored = today.stored(WINDOW_MINUTES)
         for name, rows in tail.stored().items():
             stored[name].update(rows)
         result = replay.replay(
-            baselines,
+            history.schedule(first_minute, WINDOW_MINUTES + DAY),
             stored,
-            start,
+            EPOCH + timedelta(minutes=first_minute),
             WINDOW_MINUTES + DAY,
             WINDOW_MINUTES,
             rule,
@@ -247,7 +299,6 @@ def false_alarm_run(
         for alert in result.alerts:
             minutes_of_day.append(int((alert.fired_at - EPOCH).total_seconds() // 60) % DAY)
             stages.append(alert.stage)
-        hours.extend(today.hour_sketches())
         tail = _last_minutes(today, WINDOW_MINUTES)
     return FalseAlarmRun(days, evaluations, runs, tuple(minutes_of_day), tuple(stages))
 
@@ -264,12 +315,13 @@ def _last_minutes(traffic: Traffic, minutes: int) -> Traffic:
 
 
 def replayed_alerts(
-    traffic: Traffic, baselines: dict[str, regression.Baseline], rule: regression.RegressionRule
+    traffic: Traffic, history: History, rule: regression.RegressionRule
 ) -> tuple[replay.ReplayedAlert, ...]:
-    """The alerts of every minute's evaluation over the traffic, from its first full window."""
+    """The alerts of every minute's evaluation over the traffic, from its first full window,
+    against the baselines ``history`` gives at each hour."""
     start = EPOCH + timedelta(minutes=traffic.first_minute)
     return replay.replay(
-        baselines,
+        history.schedule(traffic.first_minute, traffic.minutes),
         traffic.stored(),
         start,
         traffic.minutes,
@@ -292,7 +344,7 @@ def segment(
 
 def shift_trial(
     pipeline: DiurnalPipeline,
-    baselines: dict[str, regression.Baseline],
+    history: History,
     rng: np.random.Generator,
     stage: int,
     minute_of_day: int,
@@ -311,7 +363,7 @@ def shift_trial(
         after = after & (column > pipeline.p95(stage))
     column[after] *= factor
     name = STAGES[stage][0]
-    for alert in replayed_alerts(traffic, baselines, rule):
+    for alert in replayed_alerts(traffic, history, rule):
         if alert.stage == name:
             return (alert.fired_at - EPOCH).total_seconds() - change_at
     return None

@@ -16,7 +16,9 @@ from latencyboard.alerts.simulation_diurnal import (
     STAGES,
     VERSION_STAGE,
     WINDOW_MINUTES,
+    Baselines,
     DiurnalPipeline,
+    History,
     Traffic,
     replayed_alerts,
     segment,
@@ -59,34 +61,30 @@ def _versioned(
     return on_v8
 
 
-Baselines = dict[str, regression.Baseline]
-
-
 def rollout_baselines(
     pipeline: DiurnalPipeline, rng: np.random.Generator, rollout: Rollout
-) -> tuple[Baselines, Baselines]:
-    """7 days of traffic with v8 at ``baseline_v8_share``: the stages' baselines, and
-    ``VERSION_STAGE``'s by version (a version without traffic has none)."""
+) -> tuple[History, Baselines]:
+    """7 days of traffic with v8 at ``baseline_v8_share``: the stages' history (their
+    baselines at each hour), and ``VERSION_STAGE``'s baselines by version over the 7 days (a
+    version without traffic has none), as the cohort split takes them."""
     before = pipeline.traffic(rng, 0, BASELINE_HOURS * 60)
     before_v8 = _versioned(before, rng, rollout.baseline_v8_share, rollout.v8_factor)
-    baselines = {
-        name: regression.Baseline(Sketch.from_values(before.values[:, s]), EPOCH, EPOCH)
-        for s, (name, _, _) in enumerate(STAGES)
-    }
+    history = History(regression.RegressionRule().min_baseline_count)
+    history.add(before)
     stage_values = before.values[:, VERSION_STAGE]
     cohort_baselines = {
         version: regression.Baseline(Sketch.from_values(stage_values[mask]), EPOCH, EPOCH)
         for version, mask in (("v7", ~before_v8), ("v8", before_v8))
         if mask.any()
     }
-    return baselines, cohort_baselines
+    return history, cohort_baselines
 
 
 def rollout_trial(
     pipeline: DiurnalPipeline,
     rng: np.random.Generator,
     rollout: Rollout,
-    baselines: tuple[Baselines, Baselines],
+    baselines: tuple[History, Baselines],
     minute_of_day: int,
     follow: int = 30,
     rule: regression.RegressionRule | None = None,
@@ -94,13 +92,13 @@ def rollout_trial(
     """The label :func:`mix.decompose` gives ``VERSION_STAGE`` by version at the first
     evaluation that fired on it (``baselines``: :func:`rollout_baselines`)."""
     rule = rule or regression.RegressionRule()
-    stage_baselines, cohort_baselines = baselines
+    history, cohort_baselines = baselines
     traffic, _, after = segment(pipeline, rng, minute_of_day, follow)
     share = np.where(after, rollout.v8_share, rollout.baseline_v8_share)
     on_v8 = _versioned(traffic, rng, share, rollout.v8_factor)
     traffic.values[after & ~on_v8, VERSION_STAGE] *= rollout.v7_factor
     name = STAGES[VERSION_STAGE][0]
-    for alert in replayed_alerts(traffic, stage_baselines, rule):
+    for alert in replayed_alerts(traffic, history, rule):
         if alert.stage != name:
             continue
         end = int((alert.fired_at - EPOCH).total_seconds() // 60) - traffic.first_minute

@@ -105,6 +105,22 @@ def latencies(n: int, seed: int, scale: float = 1.0) -> np.ndarray:
     return scale * np.random.default_rng(seed).lognormal(np.log(20.0), 0.4, n)
 
 
+def put_slow_hours(
+    scene: Scene, end: dt.datetime, days: int, minute_hours: int = 0, factor: float = 1.3
+) -> None:
+    """The ``days`` days of hours before ``end``, ``factor`` times slower every day from
+    10:00 to 13:00 (a daily cycle): hourly rollups of 2,000 values, except the last
+    ``minute_hours`` hours, minute rollups of 120."""
+    for hour in range(1, days * 24 + 1):
+        start = end - hour * dt.timedelta(hours=1)
+        scale = factor if 10 <= start.hour < 13 else 1.0
+        if hour > minute_hours:
+            put_rollup(scene, "hour", start, latencies(2000, hour, scale))
+            continue
+        for m in range(60):
+            put_rollup(scene, "minute", start + m * MINUTE, latencies(120, hour * 60 + m, scale))
+
+
 BASELINE_AT = NOW - dt.timedelta(hours=1)
 """When the tests' baselines are computed: from whole hours before NOW's last hour."""
 

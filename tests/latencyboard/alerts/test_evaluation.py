@@ -22,6 +22,7 @@ from tests.latencyboard.alerts.scenes import (
     make_scene,
     put_history,
     put_minutes,
+    put_slow_hours,
 )
 
 pytestmark = pytest.mark.django_db
@@ -37,6 +38,24 @@ def test_baseline_merges_the_trailing_hourly_rollups_and_is_ready_above_the_mini
     assert (baseline.n, baseline.ready) == (48_000, True)
     assert baseline.window_end == dt.datetime(2026, 3, 10, 11, tzinfo=dt.UTC)
     assert baseline.window_start == dt.datetime(2026, 3, 3, 11, tzinfo=dt.UTC)
+    # One day of history: too little for the same-hours baseline.
+    assert baseline.seasonal is False
+
+
+def test_a_stage_slower_every_day_at_this_hour_is_compared_with_those_hours():
+    # Given 8 days of hourly rollups, the stage 30% slower every day from 10:00 to 13:00,
+    scene = make_scene()
+    put_slow_hours(scene, BASELINE_AT.replace(minute=0, second=0, microsecond=0), days=8)
+    # and the last 10 minutes as slow as every day at noon.
+    put_minutes(scene, 10, scale=1.3)
+
+    compute_baselines(BASELINE_AT)
+    evaluate_rule(scene.rule.pk, NOW)
+
+    # Then the baseline is those hours of the previous 7 days, and nothing fires.
+    baseline = Baseline.objects.get(pipeline=scene.pipeline, stage=scene.stage)
+    assert (baseline.seasonal, baseline.n, baseline.ready) == (True, 7 * 3 * 2000, True)
+    assert Alert.objects.count() == 0
 
 
 def test_a_baseline_under_the_minimum_is_not_ready_and_fires_nothing(settings):

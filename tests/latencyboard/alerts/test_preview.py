@@ -27,6 +27,7 @@ from tests.latencyboard.alerts.scenes import (
     make_scene,
     put_history,
     put_rollup,
+    put_slow_hours,
 )
 
 pytestmark = pytest.mark.django_db
@@ -73,6 +74,22 @@ def test_the_preview_raises_the_alerts_the_minute_evaluation_raises():
     fired = previewed.alerts[0]
     assert fired.current_ms > fired.baseline_ms
     assert fired.p_value < 1e-5
+
+
+def test_each_hour_is_previewed_against_the_same_hours_of_the_previous_days():
+    # Given 8 days of hourly rollups with the stage 30% slower every day from 10:00 to 13:00,
+    # and today's minutes from 08:00 to 14:00, as slow from 10:00 to 13:00 as every day.
+    scene = make_scene()
+    end = NOW.replace(hour=14, minute=0, second=0)
+    put_slow_hours(scene, end, days=9, minute_hours=6)
+    compute_baselines(end)
+
+    # When the rule is previewed at 14:00.
+    previewed = preview_rule(scene.rule, [scene.stage], end)
+
+    # Then the slow hours are compared with those hours of the previous days: no alert (the
+    # week's baseline would page at 10:00).
+    assert previewed.alerts == ()
 
 
 def test_the_preview_api_answers_admins_with_the_alerts_and_saves_nothing(client):
