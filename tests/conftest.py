@@ -20,6 +20,7 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from latencyboard.local.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from tests.snapshots import Seeds
 from tests.span_storage import empty_span_table
 
 # Examples have no deadline: on a loaded machine (two test processes, a browser and workers on
@@ -145,6 +146,13 @@ def child_env(services: Services, test_database_url: str) -> dict[str, str]:
         }
     )
     return env
+
+
+@pytest.fixture(scope="session")
+def seeds() -> Seeds:
+    """Seeds built once in this test process and copied back for each test that uses one
+    (tests/snapshots.py)."""
+    return Seeds()
 
 
 @pytest.fixture

@@ -11,17 +11,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.db import connection
-from django.utils import timezone
 
-from latencyboard.demo.backfill import backfill_demo
 from latencyboard.demo.profiles import MODEL_FORWARD
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups.services import fold_pending_batches
 from latencyboard.traces import ids
 from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT
-from tests.browser.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
-from tests.browser.test_dashboards import SCALE, open_pipeline
-from tests.factories import make_team, make_user
+from tests.browser.conftest import ARTIFACTS, log_in, screenshot
+from tests.browser.test_dashboards import Demo, demo, open_pipeline  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,19 +31,14 @@ class Traffic:
 
 
 @pytest.fixture
-def traffic() -> Traffic:
-    """A day of demo traffic folded into rollups; a member of its team and an outsider."""
-    now = timezone.now()
-    team, other = make_team("demo"), make_team("other")
-    backfill_demo(team, days=1, end=now, now=now, scale=SCALE, seed=20261121)
-    while fold_pending_batches(timezone.now()).batches:
-        pass
-    fraud = Pipeline.objects.get(team=team, service_name="fraud-scorer")
+def traffic(demo: Demo) -> Traffic:  # noqa: F811
+    """A day of demo traffic folded into rollups (tests/browser/test_dashboards.py's); a member
+    of its team and an outsider."""
     return Traffic(
-        fraud=fraud,
-        forward=Stage.objects.get(pipeline=fraud, name=MODEL_FORWARD),
-        member=make_user(team, password=PASSWORD).get_username(),
-        outsider=make_user(other, password=PASSWORD).get_username(),
+        fraud=demo.fraud,
+        forward=Stage.objects.get(pipeline=demo.fraud, name=MODEL_FORWARD),
+        member=demo.member,
+        outsider=demo.outsider,
     )
 
 

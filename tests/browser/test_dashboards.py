@@ -24,6 +24,7 @@ from latencyboard.teams.models import Role, Team
 from tests.browser.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
 from tests.factories import make_team, make_user
 from tests.latencyboard.test_compare import write_spans
+from tests.snapshots import Seeds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,9 +45,14 @@ class Demo:
 
 
 @pytest.fixture
-def demo() -> Demo:
+def demo(seeds: Seeds) -> Demo:
     """Demo traffic of the last day, folded into rollups (cohorts included), stage shares and
-    the counters of an end-to-end objective on fraud-scorer; a member and an outsider."""
+    the counters of an end-to-end objective on fraud-scorer; a member and an outsider. Built
+    once in a test process, each test gets a copy of its own."""
+    return cast(Demo, seeds.get("browser dashboards demo", _demo))
+
+
+def _demo() -> Demo:
     now = timezone.now()
     team, other = make_team("demo"), make_team("other")
     backfill_demo(team, days=1, end=now, now=now, scale=SCALE, seed=20261121)

@@ -20,6 +20,7 @@ from latencyboard.sla.services import create_objective
 from latencyboard.teams.models import Role, Team
 from tests.browser.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
 from tests.factories import make_team, make_user
+from tests.snapshots import Seeds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,9 +36,14 @@ class Demo:
 
 
 @pytest.fixture
-def demo() -> Demo:
+def demo(seeds: Seeds) -> Demo:
     """A day of the three demo pipelines; the recommender's ranking model is most of its
-    slowest requests' time. Another team has a pipeline of its own."""
+    slowest requests' time. Another team has a pipeline of its own. Built once in a test
+    process, each test gets a copy of its own."""
+    return cast(Demo, seeds.get("browser overview demo", _demo))
+
+
+def _demo() -> Demo:
     now = timezone.now()
     team, other = make_team("demo"), make_team("other")
     backfill_demo(team, days=1, end=now, now=now, scale=SCALE, seed=20261124)

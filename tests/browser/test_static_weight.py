@@ -14,14 +14,11 @@ from urllib.parse import urlsplit
 import brotli
 import plotly
 import pytest
-from django.utils import timezone
 
-from latencyboard.demo.backfill import backfill_demo
 from latencyboard.local.runner import collect_static
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups.services import fold_pending_batches
-from tests.browser.conftest import PASSWORD, LiveWeb, log_in, screenshot, serve_web
-from tests.factories import make_team, make_user
+from tests.browser.conftest import LiveWeb, log_in, screenshot, serve_web
+from tests.browser.test_overview import Demo, demo  # noqa: F401 - the fixture
 from tests.support import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,15 +45,10 @@ def made_run_web(
 
 
 @pytest.fixture
-def fraud_member() -> tuple[Pipeline, str]:
-    """A day of demo traffic at a few requests a minute, folded; a member of its team."""
-    now = timezone.now()
-    team = make_team("demo")
-    backfill_demo(team, days=1, end=now, now=now, scale=0.005, seed=20261124)
-    while fold_pending_batches(timezone.now()).batches:
-        pass
-    member = make_user(team, password=PASSWORD).get_username()
-    return Pipeline.objects.get(team=team, service_name="fraud-scorer"), member
+def fraud_member(demo: Demo) -> tuple[Pipeline, str]:  # noqa: F811
+    """A day of demo traffic at a few requests a minute, folded (tests/browser/
+    test_overview.py's); a member of its team."""
+    return Pipeline.objects.get(team=demo.team, service_name="fraud-scorer"), demo.member
 
 
 def hashed_url(static_root: Path, name: str) -> str:
