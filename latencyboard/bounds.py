@@ -19,7 +19,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from latencyboard import series_syntax
-from latencyboard.rollups.windows import MAX_WINDOW
+from latencyboard.windows import MAX_WINDOW
 
 EARLIEST: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 """The Unix epoch: OpenTelemetry stamps spans in unsigned nanoseconds since then."""

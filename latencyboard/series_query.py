@@ -19,8 +19,7 @@ from typing import Any, ClassVar
 from django.utils import timezone
 from rest_framework import serializers
 
-from latencyboard import bounds, series_syntax
-from latencyboard.rollups import windows
+from latencyboard import bounds, series_syntax, windows
 
 MAX_POINTS = windows.MAX_POINTS
 """Most step buckets times series one answer may hold."""

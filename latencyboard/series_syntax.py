@@ -93,7 +93,7 @@ def duration(text: str) -> dt.timedelta:
 
 
 def fitting_step(at_least_seconds: float) -> int:
-    """The smallest step of the rollup grid (see ``rollups.windows.check_step``) of at least
+    """The smallest step of the rollup grid (see ``windows.check_step``) of at least
     ``at_least_seconds``: a step that divides an hour, whole hours dividing a day, or whole
     days. What a query coarsens a step it cannot serve to."""
     for seconds in _GRID_STEPS:

@@ -10,8 +10,7 @@ from typing import Any, Final
 from django.contrib.auth.models import AnonymousUser, User
 
 from latencyboard.alerts.models import Alert
-from latencyboard.dashboards.queries import present
-from latencyboard.rollups.queries import percentile_series
+from latencyboard.rollups.queries import percentile_series, present
 
 BEFORE: Final = dt.timedelta(hours=1)
 """Shown before the alert fired: the stage as it was."""

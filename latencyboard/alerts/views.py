@@ -25,8 +25,8 @@ from latencyboard.alerts.charts import alert_chart
 from latencyboard.alerts.forms import ChannelForm, NoteForm, RuleForm, SilenceForm
 from latencyboard.alerts.links import alert_links
 from latencyboard.alerts.models import Alert, Delivery
+from latencyboard.teams.issued import keep_once, take_once
 from latencyboard.teams.queries import has_role
-from latencyboard.web.issued import keep_once, take_once
 
 DELIVERY_LOG_ROWS = 50
 RECENT_ROWS = 50

@@ -8,7 +8,7 @@ from django.utils import timezone
 from latencyboard.apitokens import services
 from latencyboard.apitokens.models import ApiToken
 from latencyboard.audit_trail import act
-from latencyboard.web.admin import IssueOnceAdmin
+from latencyboard.teams.issued_admin import IssueOnceAdmin
 
 _FIXED = ["user", "scope", "prefix", "created_at", "last_used_at", "revoked_at"]
 

@@ -15,7 +15,7 @@ from latencyboard.apitokens import queries, services
 from latencyboard.apitokens.forms import ApiTokenForm
 from latencyboard.apitokens.models import ApiToken
 from latencyboard.audit_trail import act
-from latencyboard.web.issued import keep_once, take_once
+from latencyboard.teams.issued import keep_once, take_once
 
 
 @never_cache

@@ -12,16 +12,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from django.conf import settings
 
+from latencyboard import windows
 from latencyboard.dashboards import bottleneck
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups import stage_share_queries, windows
+from latencyboard.rollups import stage_share_queries
 from latencyboard.rollups.stage_share_queries import BucketShares
-
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +79,7 @@ def bottlenecks(
     ]
     origin = min((plan.start for plan in plans.values()), default=start)
     whole = stage_share_queries.bucket_shares(segments, stage_share_queries.WHOLE_WINDOW, origin)
-    history = stage_share_queries.bucket_shares(segments, step, _EPOCH)
+    history = stage_share_queries.bucket_shares(segments, step, windows.EPOCH)
     names = dict(Stage.objects.filter(pipeline__in=pipelines).values_list("pk", "name"))
     result = {}
     for pipeline in pipelines:

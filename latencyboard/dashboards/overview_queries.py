@@ -18,16 +18,16 @@ from django.db.models import DateTimeField, Exists, Func, OuterRef, Q, Value
 
 from latencyboard.dashboards import ranking
 from latencyboard.dashboards.bottleneck_queries import PipelineBottleneck, bottlenecks
-from latencyboard.dashboards.queries import present
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.models import Resolution, Rollup
-from latencyboard.rollups.windows import floor_to
+from latencyboard.rollups.queries import present
 from latencyboard.sketches.batch import SketchBatch
 from latencyboard.sla import attainment as sla_maths
 from latencyboard.sla.models import Objective
 from latencyboard.sla.queries import budgets, objectives_of
 from latencyboard.teams.models import IngestToken, Team
 from latencyboard.teams.queries import ingest_tokens_of, teams_of
+from latencyboard.windows import floor_to
 
 OVERVIEW_QUANTILES: Final = (0.5, 0.99)
 SPARKLINE_HOURS: Final = 24

@@ -19,24 +19,19 @@ import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q
 
+from latencyboard import windows
 from latencyboard.alerts.models import Incident
 from latencyboard.dashboards import deployments
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups import cohort_queries, stage_share_queries, windows
+from latencyboard.rollups import cohort_queries, stage_share_queries
+from latencyboard.rollups.queries import present
 from latencyboard.sla.models import Objective
-from latencyboard.spans.models import Span
-
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+from latencyboard.spans.queries import root_stages
 
 
 def pipeline_of(user: User | AnonymousUser, pipeline_id: int) -> Pipeline:
     """The pipeline if it is one of the user's teams'; ``Pipeline.DoesNotExist`` otherwise."""
     return Pipeline.objects.visible_to(user).select_related("team").get(pk=pipeline_id)
-
-
-def present(values: np.ndarray) -> list[float | None]:
-    """Floats with None for NaN (a quantile of no requests)."""
-    return [None if np.isnan(value) else float(value) for value in values]
 
 
 # --- pipeline page -----------------------------------------------------------------------------
@@ -56,19 +51,6 @@ class PipelinePage:
     root_stage_ids: tuple[int, ...]
     objectives: tuple[Objective, ...]
     incidents: tuple[Incident, ...]  # newest first, open or resolved since INCIDENT_LOOKBACK
-
-
-def root_stages(
-    pipeline_id: int, since: dt.datetime | None = None, until: dt.datetime | None = None
-) -> tuple[int, ...]:
-    """The stage of the pipeline's newest root span (of ``[since, until)`` when given): its
-    latency is the end-to-end latency under a stage's name."""
-    roots = Span.objects.filter(pipeline=pipeline_id, is_root=True)
-    if since is not None:
-        roots = roots.filter(start_time__gte=since)
-    if until is not None:
-        roots = roots.filter(start_time__lt=until)
-    return tuple(roots.order_by("-start_time").values_list("stage_id", flat=True)[:1])
 
 
 INCIDENT_LOOKBACK: Final = dt.timedelta(days=90)
@@ -143,7 +125,7 @@ def share_series(
     plan = windows.plan_window(start, end, int(step.total_seconds()), stored)
     bucket_step = dt.timedelta(seconds=plan.step_seconds)
     found = stage_share_queries.bucket_shares(
-        stage_share_queries.segments_of(pipeline, plan), bucket_step, _EPOCH
+        stage_share_queries.segments_of(pipeline, plan), bucket_step, windows.EPOCH
     )
     names = dict(pipeline.stages.values_list("pk", "name"))
     stage_ids = sorted({stage_id for shares in found.values() for stage_id in shares.self_ms})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser, User
 
-from latencyboard.dashboards.queries import pipeline_of
 from latencyboard.live.groups import pipeline_group, team_group
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.queries import teams_of
@@ -17,8 +16,6 @@ def overview_groups(user: User | AnonymousUser) -> list[str]:
 
 def pipeline_groups(user: User | AnonymousUser, pipeline_id: int) -> list[str] | None:
     """The group of the pipeline, or None when it is not in one of ``user``'s teams."""
-    try:
-        pipeline = pipeline_of(user, pipeline_id)
-    except Pipeline.DoesNotExist:
+    if not Pipeline.objects.visible_to(user).filter(pk=pipeline_id).exists():
         return None
-    return [pipeline_group(pipeline.pk)]
+    return [pipeline_group(pipeline_id)]

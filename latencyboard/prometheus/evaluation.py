@@ -21,11 +21,10 @@ from typing import Final
 
 from django.contrib.auth.models import AnonymousUser, User
 
-from latencyboard import bounds, series_query, series_syntax
+from latencyboard import bounds, series_query, series_syntax, windows
 from latencyboard.pipelines.models import Stage
 from latencyboard.prometheus import series as catalogue
 from latencyboard.prometheus.promql import Unsupported
-from latencyboard.rollups import windows
 from latencyboard.rollups.queries import PercentileSeries, percentile_series
 from latencyboard.sla import queries as sla_queries
 from latencyboard.sla.models import Objective

@@ -18,9 +18,9 @@ from latencyboard.db import read_connection as connection  # the replica for das
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.cohort_windows import cover_window, finest_cover
 from latencyboard.rollups.queries import stored_rows
-from latencyboard.rollups.windows import RESOLUTION_SECONDS, Segment
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.storage import cohort_reads, tables
+from latencyboard.windows import RESOLUTION_SECONDS, Segment
 
 END_TO_END_KEY = cohort_reads.END_TO_END_KEY
 """The series key of end-to-end latency; other keys are stage ids."""

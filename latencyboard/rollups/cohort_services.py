@@ -19,8 +19,8 @@ from django.conf import settings
 from latencyboard.pipelines.models import FOLDED_COHORT_ATTRIBUTES
 from latencyboard.rollups import cohorts
 from latencyboard.rollups.cohorts import CohortFold, CohortGroup, CohortMinutes, DayKey
-from latencyboard.rollups.folding import SpanColumns
 from latencyboard.sketches.sketch import Sketch, to_bytes_many
+from latencyboard.spans.columns import SpanColumns
 from latencyboard.storage import cohort_rows
 
 _PER_STATEMENT = 500

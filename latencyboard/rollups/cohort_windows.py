@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 
-from latencyboard.rollups.windows import (
+from latencyboard.windows import (
     RESOLUTION_SECONDS,
     RESOLUTIONS,
     Resolution,

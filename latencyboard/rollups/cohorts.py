@@ -26,8 +26,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from latencyboard.rollups.folding import SpanColumns
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
+from latencyboard.spans.columns import SpanColumns
 from latencyboard.storage import cohort_rows
 
 OTHER: Final = "other"

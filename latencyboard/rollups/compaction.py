@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -21,10 +21,11 @@ from django.db import transaction
 from latencyboard.db import psycopg_cursor
 from latencyboard.rollups import cohort_services, folding
 from latencyboard.rollups.folding import Fold
-from latencyboard.rollups.windows import floor_to
 from latencyboard.sketches.sketch import to_bytes_many
+from latencyboard.spans.columns import span_columns
 from latencyboard.storage import fold_lock, fold_spans, rollup_rows, thinning
 from latencyboard.storage.rollup_rows import Key
+from latencyboard.windows import floor_to, steps
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ def _from_spans(
         minute_folds: list[Fold] = []
         for hour in steps(start, start + level.width, HOUR):
             records = fold_spans.folded_spans(cursor, [pipeline_id], hour, hour + HOUR)
-            minute_folds.extend(folding.fold_minutes(folding.columns(records)))
+            minute_folds.extend(folding.fold_minutes(span_columns(records)))
         minute_folds.sort(key=lambda f: (f.stage_id or 0, f.bucket))
         raw = {
             (f.pipeline_id, f.stage_id, f.bucket): f
@@ -252,11 +253,3 @@ def _from_spans(
 def _pipeline_and_bucket(doubtful: tuple[Key, int]) -> tuple[int, int]:
     (pipeline_id, _, bucket), _ = doubtful
     return pipeline_id, bucket
-
-
-def steps(start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> Iterator[dt.datetime]:
-    """``start``, ``start + step``, … while before ``end``."""
-    moment = start
-    while moment < end:
-        yield moment
-        moment += step

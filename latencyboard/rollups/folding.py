@@ -1,7 +1,8 @@
 """Folding spans into per-bucket latency rollups (pure: numpy and the sketch module, no Django).
 
 The rollup worker reads the spans of a few ingest batches
-(:mod:`latencyboard.storage.fold_spans`), takes them as columns (:func:`columns`) and groups
+(:mod:`latencyboard.storage.fold_spans`), takes them as columns
+(:func:`latencyboard.spans.columns.span_columns`) and groups
 them into one sketch per (pipeline, stage, minute) plus one per (pipeline, minute) of root
 spans, the pipeline's end-to-end latency (:func:`fold_minutes`).
 Coarser rows are merges of finer ones (:func:`combine`), so an hour holds exactly the buckets
@@ -19,40 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
-from latencyboard.storage.fold_spans import SpanRecords
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-FloatArray = npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True, slots=True)
-class SpanColumns:
-    """Parallel arrays, one entry per span."""
-
-    pipeline_id: IntArray
-    stage_id: IntArray
-    is_root: BoolArray
-    minute: IntArray  # Unix seconds // 60, the minute index of ``sla.counting``
-    duration_ms: FloatArray
-    is_error: BoolArray
-
-    def __len__(self) -> int:
-        return len(self.pipeline_id)
-
-    def select(self, keep: BoolArray) -> SpanColumns:
-        """The spans where ``keep`` is true."""
-        return SpanColumns(
-            self.pipeline_id[keep],
-            self.stage_id[keep],
-            self.is_root[keep],
-            self.minute[keep],
-            self.duration_ms[keep],
-            self.is_error[keep],
-        )
+from latencyboard.spans.columns import SpanColumns
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +37,6 @@ class Fold:
     bucket: int  # start of the bucket, Unix seconds
     error_count: int
     sketch: Sketch
-
-
-def columns(records: SpanRecords) -> SpanColumns:
-    """The fold's view of spans as stored: minute indexes and durations in milliseconds."""
-    return SpanColumns(
-        pipeline_id=records.pipeline_id,
-        stage_id=records.stage_id,
-        is_root=records.is_root,
-        minute=records.start_us // 60_000_000,
-        duration_ms=records.duration_ns.astype(np.float64) / 1e6,
-        is_error=records.is_error,
-    )
 
 
 def fold_minutes(spans: SpanColumns) -> list[Fold]:

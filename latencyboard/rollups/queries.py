@@ -14,14 +14,19 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import EmptyResultSet
 from django.db.models import QuerySet
 
+from latencyboard import windows
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups import windows
 from latencyboard.sketches import batch as sketch_batch
 from latencyboard.sketches import buckets as sketch_buckets
 from latencyboard.storage import rollup_reads
 
 DEFAULT_QUANTILES: Final = (0.5, 0.9, 0.95, 0.99, 0.999)
+
+
+def present(values: np.ndarray) -> list[float | None]:
+    """Floats with None for NaN (a quantile of no requests)."""
+    return [None if np.isnan(value) else float(value) for value in values]
 
 
 class InvalidPercentileQuery(ValueError):

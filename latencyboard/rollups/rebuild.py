@@ -22,14 +22,13 @@ from latencyboard.rollups.compaction import (
     HOUR,
     HOURS,
     compact_level,
-    steps,
 )
 from latencyboard.rollups.services import of_existing_stages
-from latencyboard.rollups.windows import ceil_to, floor_to
 from latencyboard.sla import counters
 from latencyboard.storage import fold_lock, fold_spans, rollup_rows, thinning
 from latencyboard.storage import sla_minutes as storage_sla_minutes
 from latencyboard.teams.models import Team
+from latencyboard.windows import ceil_to, floor_to, steps
 
 logger = logging.getLogger(__name__)
 

@@ -11,10 +11,9 @@ import numpy as np
 import numpy.typing as npt
 from rest_framework import serializers
 
-from latencyboard import bounds
+from latencyboard import bounds, windows
 from latencyboard.moments import iso_utc
 from latencyboard.pipelines.mapping import END_TO_END, MAX_STAGE_NAME
-from latencyboard.rollups import windows
 from latencyboard.rollups.queries import (
     DEFAULT_QUANTILES,
     LatencyFigures,

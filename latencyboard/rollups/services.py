@@ -29,10 +29,11 @@ from latencyboard.db import psycopg_cursor
 from latencyboard.live.coalescing import Coalescer, Touched
 from latencyboard.rollups import cohort_services, cohorts, folding
 from latencyboard.rollups.cohorts import CohortFold, MinuteKey
-from latencyboard.rollups.folding import Fold, SpanColumns
+from latencyboard.rollups.folding import Fold
 from latencyboard.rollups.publishing import publish_touched
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla import counters
+from latencyboard.spans.columns import SpanColumns, span_columns
 from latencyboard.storage import fold_lock, fold_spans, rollup_rows
 
 logger = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ def of_existing_stages(
     Spans of a stage or pipeline deleted since they were stored would make the rollup rows
     point at nothing and the fold fail forever: they are left out, and logged.
     """
-    spans = folding.columns(records)
+    spans = span_columns(records)
     rows = fold_spans.stage_owners(cursor, np.unique(spans.stage_id).tolist())
     keep = np.isin(spans.stage_id, np.array([stage_id for stage_id, _, _ in rows], np.int64))
     if not keep.all():

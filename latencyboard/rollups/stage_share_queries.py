@@ -11,9 +11,10 @@ from typing import Final
 
 import numpy as np
 
+from latencyboard import windows
 from latencyboard.db import psycopg_cursor, read_connection
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups import tails, windows
+from latencyboard.rollups import tails
 from latencyboard.rollups.queries import stored_rows, stored_rows_of
 from latencyboard.storage import stage_share_reads, tables
 

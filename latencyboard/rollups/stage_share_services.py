@@ -35,8 +35,8 @@ from latencyboard.live.services import announce
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import stage_share_minutes
 from latencyboard.rollups.models import Resolution, StageShareWatermark
-from latencyboard.rollups.windows import ceil_to, floor_to
 from latencyboard.storage import stage_share_rows
+from latencyboard.windows import ceil_to, floor_to
 
 logger = logging.getLogger(__name__)
 

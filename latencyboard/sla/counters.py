@@ -15,11 +15,10 @@ from typing import Any, Final
 
 import psycopg
 
-from latencyboard.rollups import folding
-from latencyboard.rollups.compaction import steps
-from latencyboard.rollups.folding import SpanColumns
 from latencyboard.sla.counting import ObjectiveSpec, count_minutes
+from latencyboard.spans.columns import SpanColumns, span_columns
 from latencyboard.storage import fold_spans, sla_minutes, thinning
+from latencyboard.windows import steps
 
 _BACKFILL_STEP: Final = dt.timedelta(hours=1)
 _DAY: Final = dt.timedelta(days=1)
@@ -81,7 +80,7 @@ def backfill(
         records = fold_spans.folded_stage_spans(
             cursor, objective.pipeline_id, objective.stage_id, start, start + _BACKFILL_STEP
         )
-        minutes += add_spans(cursor, folding.columns(records), [objective])
+        minutes += add_spans(cursor, span_columns(records), [objective])
     return minutes
 
 

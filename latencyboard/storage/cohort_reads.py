@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from latencyboard.rollups.windows import Segment
 from latencyboard.storage.tables import COHORT_ROWS, ROLLUP
+from latencyboard.windows import Segment
 
 END_TO_END_KEY: Final = 0
 """The series of end-to-end latency in the rows read here; stage ids start at 1."""

@@ -2,7 +2,7 @@
 and a window's rollup rows as binary records.
 
 Resolutions are passed in as the values stored in the ``resolution`` column, so that this
-module knows how rows sit, not how windows are planned (``latencyboard.rollups.windows``).
+module knows how rows sit, not how windows are planned (``latencyboard.windows``).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from django.http import HttpRequest
 
 from latencyboard.audit_trail import Subject, act
 from latencyboard.teams import services
+from latencyboard.teams.issued_admin import IssueOnceAdmin
 from latencyboard.teams.models import IngestToken, Membership, Team
-from latencyboard.web.admin import IssueOnceAdmin
 
 
 class MembershipInline(admin.TabularInline):

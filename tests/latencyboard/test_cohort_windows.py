@@ -9,7 +9,7 @@ import pytest
 
 from latencyboard.rollups.cohort_windows import cover_window, finest_cover
 from latencyboard.rollups.cohorts import OTHER, _sorted_by, admit_values
-from latencyboard.rollups.windows import Resolution, Segment, StoredRows
+from latencyboard.windows import Resolution, Segment, StoredRows
 
 T = dt.datetime(2026, 3, 10, tzinfo=dt.UTC)
 H = dt.timedelta(hours=1)

@@ -22,9 +22,9 @@ from latencyboard.dashboards.overview_queries import WINDOWS, overview
 from latencyboard.dashboards.templatetags.dashboards import sparkline
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import Resolution, Rollup, StageShare
-from latencyboard.rollups.windows import floor_to
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.sla.models import Objective, SlaMinute
+from latencyboard.windows import floor_to
 from tests.factories import make_stage_share, make_team, make_user
 
 NOW = dt.datetime(2026, 3, 3, 11, 30, 30, tzinfo=dt.UTC)

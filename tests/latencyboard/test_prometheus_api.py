@@ -28,10 +28,10 @@ from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.prometheus import evaluation, promql
 from latencyboard.prometheus import series as catalogue
 from latencyboard.rollups.models import Resolution
-from latencyboard.rollups.windows import MAX_WINDOW
 from latencyboard.sla import services
 from latencyboard.sla.models import Objective, SlaMinute, Window
 from latencyboard.teams.models import Role
+from latencyboard.windows import MAX_WINDOW
 from tests.browser.conftest import LiveWeb, serve_web
 from tests.factories import make_team, make_user
 from tests.latencyboard.test_percentiles_api import add_rows

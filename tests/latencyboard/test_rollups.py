@@ -27,6 +27,7 @@ from latencyboard.rollups import compaction, folding, rebuild, services
 from latencyboard.rollups.models import Rollup
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.sla.models import Objective, SlaMinute
+from latencyboard.spans.columns import SpanColumns
 from latencyboard.spans.models import IngestBatch
 from latencyboard.storage import fold_spans
 from latencyboard.teams.models import Team
@@ -209,8 +210,8 @@ def writer(django_db_setup: None) -> Iterator[SpanWriter]:
 # ----- folding (pure) ----------------------------------------------------------------------------
 
 
-def columns(**values: list[int | float | bool]) -> folding.SpanColumns:
-    return folding.SpanColumns(
+def columns(**values: list[int | float | bool]) -> SpanColumns:
+    return SpanColumns(
         pipeline_id=np.array(values["pipeline"], dtype=np.int64),
         stage_id=np.array(values["stage"], dtype=np.int64),
         is_root=np.array(values["root"], dtype=np.bool_),

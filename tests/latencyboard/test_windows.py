@@ -1,4 +1,4 @@
-"""Tests for latencyboard.rollups.windows: step grid, resolution choice, retention fallback."""
+"""Tests for latencyboard.windows: step grid, resolution choice, retention fallback."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from latencyboard.rollups.windows import (
+from latencyboard.windows import (
     MAX_WINDOW,
     Resolution,
     Segment,

@@ -1,6 +1,8 @@
 """Which rollup rows answer a percentile query, and the step grid their figures fall on.
 
-Pure (no Django): aware UTC datetimes in, frozen dataclasses out.
+Pure (no Django): aware UTC datetimes in, frozen dataclasses out. On the pure row of the package
+layers (docs/architecture.md), so the rollups, the storage reads, the series syntax and the
+request bounds all lay windows on one grid.
 
 The rollup worker writes minute rows as spans arrive and compacts a whole hour into hour rows
 a few minutes after it ends, a whole day into day rows after its last hour; retention then
@@ -20,7 +22,7 @@ widens the step to that resolution.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -37,7 +39,8 @@ MAX_WINDOW: Final = dt.timedelta(days=400)
 MAX_POINTS: Final = 5000
 """Most step buckets times series one query may return (a chart has no use for more)."""
 
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+"""Where every step grid is anchored."""
 _HOUR: Final = 3600
 _DAY: Final = 86400
 
@@ -105,13 +108,21 @@ def check_step(step_seconds: int) -> None:
 
 def floor_to(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
     """The start of the bucket of the epoch-anchored ``step`` grid holding aware ``moment``."""
-    return _EPOCH + (moment - _EPOCH) // step * step
+    return EPOCH + (moment - EPOCH) // step * step
 
 
 def ceil_to(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
     """``moment`` if it starts a bucket of the ``step`` grid, else the start of the next one."""
     floored = floor_to(moment, step)
     return floored if floored == moment else floored + step
+
+
+def steps(start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> Iterator[dt.datetime]:
+    """``start``, ``start + step``, … while before ``end``."""
+    moment = start
+    while moment < end:
+        yield moment
+        moment += step
 
 
 def check_window(start: dt.datetime, end: dt.datetime) -> None:

@@ -10,12 +10,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from latencyboard.web.issued import keep_once, take_once
+from latencyboard.teams.issued import keep_once, take_once
 
 
 class IssueOnceAdmin(admin.ModelAdmin):
     """Creates rows through :meth:`issue` and shows the plaintext it returns once, by
-    Post/Redirect/Get (``web.issued``): reloading the page shows no secret and creates no
+    Post/Redirect/Get (``teams.issued``): reloading the page shows no secret and creates no
     second row, and the secret is never in a cookie."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

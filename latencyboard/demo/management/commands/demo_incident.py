@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from latencyboard.alerts import demo_incidents
+from latencyboard.demo import watched_incident
 
 
 class Command(BaseCommand):
@@ -26,7 +26,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         now = timezone.now()
         try:
-            started = demo_incidents.start_incident(
+            started = watched_incident.start_incident(
                 settings.VAR_DIR,
                 options["team"],
                 options["pipeline"],
