@@ -3,20 +3,24 @@ module imports itself back through others.
 
 The contracts import-linter checks live in pyproject.toml (the core never imports ingest or
 audits; storage imports no model, query, service or entry point; pure modules pull in no
-framework). Two rules import-linter does not express are checked here on its import graph
+framework; the packages of latencyboard stack as the layers docs/architecture.md names).
+Two rules import-linter does not express are checked here on its import graph
 (grimp's, imports inside functions included): no import circle between modules, and no
 module below the entry points imports one.
 """
 
 from __future__ import annotations
 
+import copy
 import re
+import tomllib
 from pathlib import Path
 
 import grimp
 import pytest
 from importlinter.application.use_cases import lint_imports
 from importlinter.configuration import configure
+from importlinter.contracts.layers import LayersContract
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("latencyboard", "ingest", "audits")
@@ -114,3 +118,35 @@ def test_nothing_below_the_entry_points_imports_one(graph):
     )
 
     assert upward == []
+
+
+def _layers_options() -> dict:
+    """Contract ``layers`` as import-linter reads it from pyproject.toml (booleans as text)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (options,) = [c for c in config["contracts"] if c["id"] == "layers"]
+    return {k: str(v) if isinstance(v, bool) else v for k, v in options.items()}
+
+
+def test_the_layers_are_those_the_docs_name():
+    # the rows of docs/architecture.md's layer table, top first, each up to its description
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text.split("<!-- layers:", 1)[1].split("```")[1]
+    rows = [re.split(r"\s{2,}", row.strip())[0] for row in table.strip().splitlines()]
+
+    assert rows == _layers_options()["layers"]
+
+
+def test_the_layers_contract_finds_an_up_arrow(graph):
+    # given the package graph with one import up the layers: the pure sketch reading a page
+    up = copy.deepcopy(graph)
+    up.add_import(importer="latencyboard.sketches.sketch", imported="latencyboard.alerts.models")
+    options = _layers_options()
+    contract = LayersContract(
+        name=options["name"],
+        session_options={"root_packages": list(PACKAGES)},
+        contract_options={k: v for k, v in options.items() if k not in ("id", "name", "type")},
+    )
+
+    # then the contract that holds for the code is broken by it
+    assert contract.check(copy.deepcopy(graph), verbose=False).kept
+    assert not contract.check(up, verbose=False).kept
