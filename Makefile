@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # tests that share a module-scoped fixture stay in one process (tests/conftest.py).
 TEST_PROCESSES ?= 2
 
-.PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-capacity bench-retention bench-fairness clean
+.PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-compare-coverage bench-capacity bench-retention bench-fairness clean
 
 # The virtualenv is (re)built whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -41,6 +41,10 @@ bench-soak: $(VENV)/.installed
 bench-detector: $(VENV)/.installed
 	$(PY) benchmarks/bench_detector.py $(ARGS)
 	$(PY) benchmarks/bench_detector_production.py
+
+# Compare's intervals: coverage and power on samples of known distributions.
+bench-compare-coverage: $(VENV)/.installed
+	$(PY) benchmarks/bench_compare_coverage.py $(ARGS)
 
 # Per-span CPU, disk and WAL in one run, and the hosts and disk they give (docs/capacity.md).
 bench-capacity: $(VENV)/.installed

@@ -10,13 +10,19 @@ Estimate
     ``floor(q * (n - 1))`` (numpy's ``method="lower"``), within the sketch's relative error
     ``RELATIVE_ERROR`` (1%). The change is Δ = q_B - q_A in ms, and Δ% = Δ / q_A.
 
-Confidence interval: binomial rank bounds, read through the sketch
+Confidence interval: binomial rank bounds, read through the sketch, both sides at once
     The spans of a side are taken as n independent draws from that side's latency
-    distribution. Each side's interval is :func:`latencyboard.stats.interval.quantile_intervals`,
-    the rule the regression detector quotes too: the order statistics at the binomial rank
-    bounds, widened to the edges of their buckets (see that module). The interval of Δ is
-    [low_B - high_A, high_B - low_A], each side's interval taken at half the error budget:
-    conservative (it covers Δ at least as often as asked), valid at any n and any shape.
+    distribution. Each side's rank bounds are those of
+    :func:`latencyboard.stats.interval.quantile_intervals`, the rule the regression detector
+    quotes too: the order statistics at the binomial rank bounds. The interval of Δ joins
+    the two sides in one procedure (:func:`latencyboard.stats.difference.
+    quantile_change_intervals`): the distances from each side's estimate to its bounds are
+    combined as independent errors (root of the sum of squares), and the sketch's bucket
+    error is added once. Measured (``make bench-compare-coverage``, 400 trials per cell, n
+    200 to 200,000 a side, log-normal and Lomax shapes): coverage 98.8-100% in every cell
+    (the sum of the two sides' intervals at half the budget each: 99.8-100%), and +10% at
+    p99 with 20,000 spans a side found in 92.5% at log-sigma 0.5 (was 37.8%), 53% at 0.8
+    (was 13%; a test that knew the density: 79%).
 
 Why this method
     Resampling needs the spans, which the rollups do not keep; a bootstrap over the sketch's
@@ -43,7 +49,7 @@ from enum import StrEnum
 from typing import Final
 
 from latencyboard.sketches.sketch import Sketch
-from latencyboard.stats.interval import quantile_intervals
+from latencyboard.stats.difference import quantile_change_intervals
 
 QUANTILES: Final = (0.5, 0.95, 0.99)
 CONFIDENCE: Final = 0.95
@@ -156,20 +162,17 @@ def compare_sketches(
         raise ValueError(f"quantiles must lie strictly between 0 and 1, got {quantiles!r}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
-    # Bonferroni over the stage's quantiles, then over the two sides of each: each side's
-    # interval misses with at most ``error``.
-    error = (1.0 - confidence) / len(quantiles) / 2
+    # Bonferroni over the stage's quantiles; the two sides of each in one interval.
+    error = (1.0 - confidence) / len(quantiles)
     testable = [q for q in quantiles if min(a.count, b.count) >= min_spans(q)]
-    a_intervals = dict(zip(testable, quantile_intervals(a, testable, 1.0 - error), strict=True))
-    b_intervals = dict(zip(testable, quantile_intervals(b, testable, 1.0 - error), strict=True))
+    intervals = dict(zip(testable, quantile_change_intervals(a, b, testable, error), strict=True))
     deltas = []
     for q in quantiles:
         need, a_q, b_q = min_spans(q), _estimate(a, q), _estimate(b, q)
-        if q not in a_intervals:
+        if q not in intervals:
             deltas.append(_quantile_delta(q, need, False, a_q, b_q, math.nan, math.nan, thresholds))
             continue
-        a_side, b_side = a_intervals[q], b_intervals[q]
-        low, high = b_side.low - a_side.high, b_side.high - a_side.low
+        low, high = intervals[q]
         delta = _quantile_delta(q, need, True, a_q, b_q, low, high, thresholds)
         # An upper bound past the data (too few spans above the quantile for this confidence)
         # is infinite: the side of Δ it bounds is reported as none.

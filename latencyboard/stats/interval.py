@@ -26,7 +26,7 @@ from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.stats.binomial import quantile_rank_bounds
 
-__all__ = ["Interval", "quantile_intervals", "widened"]
+__all__ = ["Interval", "RankBounds", "quantile_intervals", "rank_bounds", "widened"]
 
 
 @dataclass(frozen=True)
@@ -49,30 +49,44 @@ def widened(low: float, high: float) -> tuple[float, float]:
     return low / (1.0 + RELATIVE_ERROR), high / (1.0 - RELATIVE_ERROR)
 
 
-def quantile_intervals(
-    sketch: Sketch, qs: Sequence[float], confidence: float
-) -> tuple[Interval, ...]:
-    """``sketch``'s quantiles ``qs`` with ``confidence`` intervals (non-empty sketch): the
-    binomial rank bounds read from the sketch and :func:`widened`. All figures come from one
-    :meth:`Sketch.quantiles` call."""
+@dataclass(frozen=True)
+class RankBounds:
+    """A quantile estimate and the sketch's values at its binomial rank bounds, as the sketch
+    reports them (bucket centres, not widened); ``None`` where there is no such rank."""
+
+    estimate: float
+    low: float | None
+    high: float | None
+
+
+def rank_bounds(sketch: Sketch, qs: Sequence[float], confidence: float) -> tuple[RankBounds, ...]:
+    """``sketch``'s quantiles ``qs`` and its order statistics at their ``confidence`` rank
+    bounds (non-empty sketch), from one :meth:`Sketch.quantiles` call."""
     last = sketch.count - 1
     bounds = [quantile_rank_bounds(sketch.count, q, confidence) for q in qs]
     levels = list(qs)
     for lower, upper in bounds:
         levels.extend(_level_of(rank, last) for rank in (lower, upper))
-    values = sketch.quantiles(levels)
+    values = [float(value) for value in sketch.quantiles(levels)]
+    return tuple(
+        RankBounds(
+            values[index],
+            None if lower is None else values[len(qs) + 2 * index],
+            None if upper is None else values[len(qs) + 2 * index + 1],
+        )
+        for index, (lower, upper) in enumerate(bounds)
+    )
+
+
+def quantile_intervals(
+    sketch: Sketch, qs: Sequence[float], confidence: float
+) -> tuple[Interval, ...]:
+    """``sketch``'s quantiles ``qs`` with ``confidence`` intervals (non-empty sketch): its
+    :func:`rank_bounds`, :func:`widened`."""
     intervals = []
-    for index, (lower, upper) in enumerate(bounds):
-        low, high = widened(
-            *(float(v) for v in values[len(qs) + 2 * index : len(qs) + 2 * index + 2])
-        )
-        intervals.append(
-            Interval(
-                float(values[index]),
-                0.0 if lower is None else low,
-                math.inf if upper is None else high,
-            )
-        )
+    for bounds in rank_bounds(sketch, qs, confidence):
+        low, high = widened(bounds.low or 0.0, math.inf if bounds.high is None else bounds.high)
+        intervals.append(Interval(bounds.estimate, low, high))
     return tuple(intervals)
 
 
