@@ -27,13 +27,12 @@ from latencyboard.sla.models import Objective
 from latencyboard.sla.queries import budgets, objectives_of
 from latencyboard.teams.models import IngestToken, Team
 from latencyboard.teams.queries import ingest_tokens_of, teams_of
-from latencyboard.windows import floor_to
+from latencyboard.windows import EPOCH, floor_to
 
 OVERVIEW_QUANTILES: Final = (0.5, 0.99)
 SPARKLINE_HOURS: Final = 24
 _MINUTE: Final = dt.timedelta(minutes=1)
 _HOUR: Final = dt.timedelta(hours=1)
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +224,7 @@ class _Figures:
             bucket_start=Func(
                 Value(_HOUR),
                 OuterRef("bucket_start"),
-                Value(_EPOCH),
+                Value(EPOCH),
                 function="date_bin",
                 output_field=DateTimeField(),
             ),
