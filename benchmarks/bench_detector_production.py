@@ -31,7 +31,7 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts import mix
+from latencyboard.alerts import mix, reach, regression
 from latencyboard.alerts import simulation_diurnal as sim
 from latencyboard.alerts import simulation_rollouts as rollouts_sim
 
@@ -132,6 +132,38 @@ def _shift_lines(title: str, trials: list[tuple[str, float | None]]) -> None:
         )
 
 
+def _reach_lines(seed: int) -> None:
+    """What the rule's page says of the first shift pipeline's stages (alerts.reach)."""
+    rng = np.random.default_rng(20_000 + seed)
+    pipeline = sim.DiurnalPipeline.draw(rng)
+    history = sim.pipeline_history(pipeline, rng)
+    rule = regression.RegressionRule()
+    print(
+        "what the rule page says (alerts.reach, first pipeline): the shift found in 10 min "
+        "with 80% probability, the window +25% needs"
+    )
+    for rate, hour in ((1.0, 12), (0.2, sim.TROUGH_MINUTE // 60)):
+        baselines = history.baselines_at(sim.BASELINE_HOURS + hour)
+        n = round(rate * 60 * sim.WINDOW_MINUTES)
+        family = reach.family_size([n] * len(sim.STAGES), rule)
+        found = [
+            reach.reach(baselines[name], rate * 60, sim.WINDOW_MINUTES, rule, family)
+            for name, _, _ in sim.STAGES
+        ]
+        print(
+            f"  at {rate:g} request/s ({n} a window): "
+            + "; ".join(
+                f"{name} {_finds(r)}" for (name, _, _), r in zip(sim.STAGES, found, strict=True)
+            )
+        )
+
+
+def _finds(found: reach.Reach) -> str:
+    shift = "out of reach" if found.detectable is None else f"+{found.detectable:.0%}"
+    minutes = "over a day" if found.target_minutes is None else f"{found.target_minutes} min"
+    return f"{shift} ({found.test}), +25% in {minutes}"
+
+
 def _cpu_seconds() -> float:
     """CPU time of this process and its finished workers."""
     me, children = (
@@ -171,6 +203,7 @@ def main() -> None:
     }
     for scenario, title in titles.items():
         _shift_lines(title, [trial for run in found_runs for trial in run[scenario]])
+    _reach_lines(seeds[0])
     for index, rollout in enumerate(ROLLOUTS):
         trials = [trial for run in labelled_runs for trial in run[index]]
         labels = collections.Counter(

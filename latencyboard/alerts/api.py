@@ -33,6 +33,7 @@ from latencyboard.alerts.models import (
 )
 from latencyboard.alerts.preview import PREVIEW_SECONDS, TooManyStages, preview_rule, unsaved_rule
 from latencyboard.alerts.replay import OutOfTime
+from latencyboard.alerts.rule_reach import rule_reach
 from latencyboard.alerts.serializers import (
     AlertDetailSerializer,
     AlertSerializer,
@@ -42,6 +43,7 @@ from latencyboard.alerts.serializers import (
     NoteSerializer,
     RulePreviewSerializer,
     RuleSerializer,
+    StageReachSerializer,
 )
 
 STATUS_FILTERS = {
@@ -270,6 +272,19 @@ class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
         return Response(RulePreviewSerializer(found).data)
+
+    @extend_schema(
+        summary="What can this rule find at its pipeline's traffic?",
+        description="Per watched stage, the smallest slowdown of the whole stage its "
+        "regression detector finds within the rule's window with 80% probability, at the "
+        "last hour's requests and against the stage's baseline (null when out of reach: "
+        "not even +300%), and the window +25% needs.",
+        responses={200: StageReachSerializer(many=True)},
+    )
+    @action(detail=True, methods=["get"])
+    def reach(self, request: Request, rule_id: str | None = None) -> Response:
+        found = rule_reach(self.get_object(), timezone.now())
+        return Response(StageReachSerializer(found, many=True).data)
 
 
 @extend_schema(tags=["alerts"])

@@ -38,6 +38,11 @@ urlpatterns = [
         name="api-alert-rule",
     ),
     path(
+        "alert-rules/<int:rule_id>/reach/",
+        RuleViewSet.as_view({"get": "reach"}),
+        name="api-alert-rule-reach",
+    ),
+    path(
         "alert-channels/",
         ChannelViewSet.as_view({"get": "list", "post": "create"}),
         name="api-alert-channels",

@@ -237,3 +237,29 @@ class RulePreviewSerializer(serializers.Serializer[Any]):
     detector_runs = serializers.IntegerField()
     pages = serializers.IntegerField()
     alerts = ReplayedAlertSerializer(many=True)
+
+
+class ReachSerializer(serializers.Serializer[Any]):
+    """What a rule finds in one stage at the last hour's traffic (see alerts.reach)."""
+
+    per_minute = serializers.FloatField(help_text="Requests a minute over the last hour.")
+    window_n = serializers.IntegerField(help_text="Requests in the rule's window at that rate.")
+    detectable_percent = serializers.FloatField(
+        allow_null=True,
+        help_text="The smallest slowdown of the whole stage (percent) found within the window "
+        "with 80% probability; null when even +300% is not.",
+    )
+    test = serializers.CharField(
+        allow_null=True, help_text="The test that finds it: p90/p95/p99 counts, p50 the rank test."
+    )
+    target_minutes = serializers.IntegerField(
+        allow_null=True,
+        help_text="The window in which +25% is found with 80% probability; null beyond a day.",
+    )
+
+
+class StageReachSerializer(serializers.Serializer[Any]):
+    """One watched stage; ``reach`` is null while its baseline is not ready."""
+
+    stage = serializers.CharField()
+    reach = ReachSerializer(allow_null=True)

@@ -25,6 +25,7 @@ from latencyboard.alerts.charts import alert_chart
 from latencyboard.alerts.forms import ChannelForm, NoteForm, RuleForm, SilenceForm
 from latencyboard.alerts.links import alert_links
 from latencyboard.alerts.models import Alert, Delivery
+from latencyboard.alerts.rule_reach import rule_reach
 from latencyboard.teams.issued import keep_once, take_once
 from latencyboard.teams.queries import has_role
 
@@ -154,7 +155,11 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 
 
 def _edit(
-    request: HttpRequest, form_class: type[RuleForm] | type[ChannelForm], instance: Any, what: str
+    request: HttpRequest,
+    form_class: type[RuleForm] | type[ChannelForm],
+    instance: Any,
+    what: str,
+    shown: dict[str, Any] | None = None,
 ) -> HttpResponse:
     teams = queries.admin_teams(request.user)
     if not teams.exists():
@@ -172,7 +177,8 @@ def _edit(
         messages.success(request, f"Saved {what} “{saved}”.")
         return redirect("alerts:settings")
     status = 400 if form.errors else 200
-    return render(request, "alerts/edit.html", {"form": form, "what": what}, status=status)
+    page = {"form": form, "what": what, **(shown or {})}
+    return render(request, "alerts/edit.html", page, status=status)
 
 
 @login_required
@@ -183,7 +189,8 @@ def rule_edit(request: HttpRequest, rule_id: int | None = None) -> HttpResponse:
         rule = get_object_or_404(queries.rules_of(request.user), pk=rule_id)
         if not has_role(request.user, rule.pipeline.team, *services.ADMINS):
             raise PermissionDenied("Only team admins change alert rules.")
-    return _edit(request, RuleForm, rule, "rule")
+    shown = {"reach": rule_reach(rule, timezone.now())} if rule and request.method == "GET" else {}
+    return _edit(request, RuleForm, rule, "rule", shown)
 
 
 @login_required
