@@ -41,6 +41,7 @@ MAX_POINTS: Final = 5000
 
 EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 """Where every step grid is anchored."""
+_MINUTE: Final = dt.timedelta(minutes=1)
 _HOUR: Final = 3600
 _DAY: Final = 86400
 
@@ -123,6 +124,19 @@ def steps(start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> Iterator[
     while moment < end:
         yield moment
         moment += step
+
+
+def floor_minute(moment: dt.datetime) -> dt.datetime:
+    """The start of the minute aware ``moment`` lies in, in UTC; ValueError for a naive one."""
+    if moment.tzinfo is None:
+        raise ValueError("aware datetimes only")
+    return floor_to(moment, _MINUTE)
+
+
+def ceil_minute(moment: dt.datetime) -> dt.datetime:
+    """The first minute start at or after aware ``moment``, in UTC."""
+    floor = floor_minute(moment)
+    return floor if floor == moment else floor + _MINUTE
 
 
 def check_window(start: dt.datetime, end: dt.datetime) -> None:

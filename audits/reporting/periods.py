@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from latencyboard.windows import floor_minute
+
 
 @dataclass(frozen=True, slots=True)
 class Period:
@@ -48,7 +50,7 @@ def clip(period: Period, start: dt.datetime | None, end: dt.datetime | None) -> 
 
 def cut_off_minute(as_of: dt.datetime) -> dt.datetime:
     """The end of the last whole minute before ``as_of``: a report counts nothing later."""
-    return as_of.astimezone(dt.UTC).replace(second=0, microsecond=0)
+    return floor_minute(as_of)
 
 
 def provisional(quarter: Period, as_of: dt.datetime) -> bool:

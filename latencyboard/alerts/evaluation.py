@@ -21,10 +21,10 @@ from latencyboard.alerts.services import advance
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.cohort_queries import stage_sketches
 from latencyboard.rollups.queries import END_TO_END
-from latencyboard.sla import attainment
 from latencyboard.sla import queries as sla_queries
 from latencyboard.sla.models import Objective
 from latencyboard.spans.queries import root_stages
+from latencyboard.windows import floor_minute
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def watched(
 
 def newest_root_stages(pipeline_id: int, now: dt.datetime) -> tuple[int, ...]:
     """The stage of the pipeline's root spans in the last ``ROOT_LOOKBACK``."""
-    end = attainment.floor_minute(now)
+    end = floor_minute(now)
     return root_stages(pipeline_id, end - ROOT_LOOKBACK, end)
 
 
@@ -133,7 +133,7 @@ def evaluate_rule(rule_id: int, now: dt.datetime) -> int:
 def _regression(
     rule: Rule, names: dict[int | None, str], findings: dict[int | None, Finding], now: dt.datetime
 ) -> None:
-    end = now.astimezone(dt.UTC).replace(second=0, microsecond=0)
+    end = floor_minute(now)
     start = end - rule.window_minutes * MINUTE
     windows = stage_sketches(rule.pipeline, start, end)
     baselines = detector_baselines(rule.pipeline)
@@ -177,7 +177,7 @@ def _regression(
 def _burn_rate(
     rule: Rule, names: dict[int | None, str], findings: dict[int | None, Finding], now: dt.datetime
 ) -> None:
-    end = attainment.floor_minute(now)
+    end = floor_minute(now)
     start = end - BURN_MINUTES * MINUTE
     objectives = Objective.objects.filter(pipeline=rule.pipeline_id).order_by("pk")
     for objective in objectives:

@@ -25,7 +25,7 @@ from latencyboard.alerts.replay import MINUTE, OutOfTime, Replay, replay
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.models import Rollup
 from latencyboard.sketches.sketch import merge_many
-from latencyboard.sla import attainment
+from latencyboard.windows import floor_minute
 
 PREVIEW_DAYS: Final = 7
 """How far back a preview looks (as far as minute rollups are kept, at most)."""
@@ -61,7 +61,7 @@ def preview_rule(
             f"The rule watches {len(names)} stages; a preview replays at most "
             f"{PREVIEW_MAX_STAGES}. Choose its stages."
         )
-    end = attainment.floor_minute(now)
+    end = floor_minute(now)
     start = end - dt.timedelta(days=PREVIEW_DAYS)
     minutes: dict[str, dict[int, bytes]] = defaultdict(dict)
     stages = Q(stage__in=[pk for pk in names if pk is not None])

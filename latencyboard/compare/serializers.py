@@ -10,6 +10,7 @@ from rest_framework import serializers
 from latencyboard import bounds
 from latencyboard.compare import stats
 from latencyboard.compare.queries import Side
+from latencyboard.windows import floor_minute
 
 MAX_WINDOW: Final = dt.timedelta(days=31)
 WINDOW_FIELDS: Final = ("a_start", "a_end", "b_start", "b_end")
@@ -105,14 +106,10 @@ class CompareQuerySerializer(serializers.Serializer):
 def _window(start: dt.datetime, end: dt.datetime, field: str) -> tuple[dt.datetime, dt.datetime]:
     """The window checked and rounded down to whole minutes, in UTC."""
     _check_window(start, end, field)
-    first, last = _minute(start), _minute(end)
+    first, last = floor_minute(start), floor_minute(end)
     if last <= first:
         raise serializers.ValidationError({field: ["A window must hold a whole minute."]})
     return first, last
-
-
-def _minute(moment: dt.datetime) -> dt.datetime:
-    return moment.astimezone(dt.UTC).replace(second=0, microsecond=0)
 
 
 def _check_window(start: dt.datetime, end: dt.datetime, field: str) -> None:

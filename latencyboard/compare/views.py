@@ -15,6 +15,7 @@ from django.utils import timezone
 from latencyboard.compare import stats
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.sketches.buckets import RELATIVE_ERROR
+from latencyboard.windows import floor_minute
 
 
 @login_required
@@ -23,7 +24,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     thresholds = stats.Thresholds()
     config = {
         "api": reverse("api-compare"),
-        "now": timezone.now().replace(second=0, microsecond=0).isoformat(),
+        "now": floor_minute(timezone.now()).isoformat(),
         "attributes": sorted({key for p in pipelines for key in cohort_attributes(p)}),
         "quantiles": [stats.quantile_label(q) for q in stats.QUANTILES],
     }

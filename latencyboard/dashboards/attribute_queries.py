@@ -19,6 +19,7 @@ from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.rollups import cohort_queries
 from latencyboard.rollups.cohort_queries import END_TO_END_KEY
 from latencyboard.storage import span_reads
+from latencyboard.windows import floor_minute
 
 MAX_VALUES: Final = 12
 """Values of an attribute shown, the most frequent first."""
@@ -68,7 +69,7 @@ def attribute_breakdown(
 ) -> AttributeBreakdown:
     """Percentiles of each stage's spans per value of the cohort attribute ``key`` over the
     window, merged from the cohort rollups (every span counts, whatever the window)."""
-    start, end = _minute(start), _minute(end)
+    start, end = floor_minute(start), floor_minute(end)
     levels = tuple(sorted(set(quantiles)))
     if key not in cohort_attributes(pipeline):
         return AttributeBreakdown(key, False, start, end, 0, levels, (), ())
@@ -109,7 +110,3 @@ def attribute_keys(pipeline: Pipeline, end: dt.datetime) -> tuple[str, ...]:
     before ``end``, sorted: attributes an admin could add as cohorts."""
     keys = span_reads.attribute_keys(pipeline.pk, end - KEY_WINDOW, end, KEY_SAMPLE)
     return tuple(sorted(key for key in keys if key not in _HIDDEN_KEYS))
-
-
-def _minute(moment: dt.datetime) -> dt.datetime:
-    return moment.astimezone(dt.UTC).replace(second=0, microsecond=0)

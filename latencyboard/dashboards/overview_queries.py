@@ -27,7 +27,7 @@ from latencyboard.sla.models import Objective
 from latencyboard.sla.queries import budgets, objectives_of
 from latencyboard.teams.models import IngestToken, Team
 from latencyboard.teams.queries import ingest_tokens_of, teams_of
-from latencyboard.windows import EPOCH, floor_to
+from latencyboard.windows import EPOCH, floor_minute, floor_to
 
 OVERVIEW_QUANTILES: Final = (0.5, 0.99)
 SPARKLINE_HOURS: Final = 24
@@ -47,7 +47,7 @@ class Window:
     history_step: dt.timedelta
 
     def bounds(self, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
-        end = sla_maths.floor_minute(now)
+        end = floor_minute(now)
         if self.length < _HOUR * 2:
             return end - self.length, end
         return floor_to(end - self.length, _HOUR), end

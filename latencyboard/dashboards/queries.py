@@ -27,6 +27,7 @@ from latencyboard.rollups import cohort_queries, stage_share_queries
 from latencyboard.rollups.queries import present
 from latencyboard.sla.models import Objective
 from latencyboard.spans.queries import root_stages
+from latencyboard.windows import floor_minute
 
 
 def pipeline_of(user: User | AnonymousUser, pipeline_id: int) -> Pipeline:
@@ -195,7 +196,7 @@ def deployment_markers(
     cohort rollups in which each version was seen (from :data:`MARKER_LOOKBACK` before
     ``start``, to know the version each one replaced)."""
     rows = cohort_queries.version_buckets(
-        pipeline, deployments.VERSION_ATTRIBUTES, _floor_minute(start - MARKER_LOOKBACK), end
+        pipeline, deployments.VERSION_ATTRIBUTES, floor_minute(start - MARKER_LOOKBACK), end
     )
     sightings = deployments.sightings_of_buckets(rows)
     segments = deployments.extend_segments({}, sightings)
@@ -204,7 +205,3 @@ def deployment_markers(
 
 MARKER_LOOKBACK: Final = dt.timedelta(days=1)
 """How far before a window versions are read, to tell a new version from one seen before."""
-
-
-def _floor_minute(moment: dt.datetime) -> dt.datetime:
-    return moment.astimezone(dt.UTC).replace(second=0, microsecond=0)

@@ -19,6 +19,8 @@ from decimal import Decimal
 import numpy as np
 from numpy.typing import NDArray
 
+from latencyboard.windows import ceil_minute, floor_minute
+
 # The values of ``latencyboard.sla.models.Window``; repeated because this module stays pure.
 ROLLING_28D = "rolling_28d"
 CALENDAR_MONTH = "calendar_month"
@@ -153,17 +155,6 @@ def objective_window(kind: str, now: dt.datetime) -> Window:
     if kind == CALENDAR_MONTH:
         return Window(kind, now.replace(day=1, hour=0, minute=0, second=0, microsecond=0), end)
     raise ValueError(f"unknown window {kind!r}")
-
-
-def floor_minute(moment: dt.datetime) -> dt.datetime:
-    """The start of the minute ``moment`` lies in, in UTC."""
-    return _utc(moment).replace(second=0, microsecond=0)
-
-
-def ceil_minute(moment: dt.datetime) -> dt.datetime:
-    """The first minute start at or after ``moment``, in UTC."""
-    floor = floor_minute(moment)
-    return floor if floor == _utc(moment) else floor + MINUTE
 
 
 def excluded_minutes(

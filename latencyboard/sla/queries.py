@@ -26,6 +26,7 @@ from latencyboard.sla import burn
 from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
 from latencyboard.teams import queries as team_queries
 from latencyboard.teams.models import Membership, Role
+from latencyboard.windows import floor_minute
 
 
 def objectives_of(user: User | AnonymousUser) -> QuerySet[Objective]:
@@ -222,9 +223,9 @@ def counted_many(
     read of the maintenance windows for all of them (non-empty ``objectives``)."""
     cut = {}
     for objective in objectives:
-        start, end = (maths.floor_minute(moment) for moment in spans[objective.pk])
+        start, end = (floor_minute(moment) for moment in spans[objective.pk])
         if as_of is not None:
-            end = min(end, maths.floor_minute(as_of))
+            end = min(end, floor_minute(as_of))
         cut[objective.pk] = (start, max(start, end))
     excluded = _excluded_of(objectives, cut, as_of)
     return {o.pk: CountedMinutes(o, *cut[o.pk], excluded[o.pk]) for o in objectives}
@@ -275,7 +276,7 @@ def window_budget(objective: Objective, now: dt.datetime) -> maths.WindowBudget:
 def burn_rates(objective: Objective, now: dt.datetime, left: maths.Budget) -> tuple[burn.Burn, ...]:
     """The burn of ``objective`` over each of ``burn.BURN_WINDOWS`` up to ``now``'s minute,
     maintenance minutes left out, against ``left`` (the window's budget)."""
-    end = maths.floor_minute(now)
+    end = floor_minute(now)
     found = []
     for label, minutes in burn.BURN_WINDOWS:
         start = end - dt.timedelta(minutes=minutes)
@@ -328,7 +329,7 @@ def attainment(
     error budget and whether the objective is met; ``burn_down`` is the budget left at the end
     of each step, counted from ``start``.
     """
-    start, end = maths.floor_minute(start), maths.floor_minute(end)
+    start, end = floor_minute(start), floor_minute(end)
     if step % maths.MINUTE or step <= dt.timedelta(0):
         raise ValueError("step must be a positive whole number of minutes")
     if maths.bucket_count(start, end, step) > maths.MAX_BUCKETS:

@@ -23,6 +23,7 @@ from latencyboard.sla.models import (
     Objective,
     Window,
 )
+from latencyboard.windows import floor_minute
 
 
 class ObjectiveSerializer(serializers.ModelSerializer[Objective]):
@@ -131,8 +132,8 @@ class AttainmentQuerySerializer(SeriesQuerySerializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
-        start = maths.floor_minute(attrs["start"])
-        end = maths.floor_minute(attrs["end"])
+        start = floor_minute(attrs["start"])
+        end = floor_minute(attrs["end"])
         if end <= start:
             raise serializers.ValidationError({"end": "Must be at least a minute after start."})
         attrs["start"], attrs["end"] = start, end

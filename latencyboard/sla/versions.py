@@ -24,12 +24,12 @@ from django.db import transaction
 from latencyboard.audit_trail import Subject
 from latencyboard.db import psycopg_cursor
 from latencyboard.sla import counters, queries
-from latencyboard.sla.attainment import floor_minute
 from latencyboard.sla.counting import ObjectiveSpec
 from latencyboard.sla.models import MaintenanceWindow, Objective, ObjectiveVersion
 from latencyboard.storage import fold_lock
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
+from latencyboard.windows import floor_minute
 
 logger = logging.getLogger(__name__)
 

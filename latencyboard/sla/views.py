@@ -29,6 +29,7 @@ from latencyboard.sla.forms import MaintenanceWindowForm, ObjectiveForm
 from latencyboard.sla.models import Objective
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
+from latencyboard.windows import floor_minute
 
 # A 28-day or one-month window in hours: at most 744 points, each still readable.
 CHART_STEP = dt.timedelta(hours=1)
@@ -133,7 +134,7 @@ def _detail(
 @require_GET
 def objective_detail(request: HttpRequest, objective_id: int) -> HttpResponse:
     objective = get_object_or_404(queries.objectives_of(request.user), pk=objective_id)
-    start = timezone.now().replace(second=0, microsecond=0)
+    start = floor_minute(timezone.now())
     form = MaintenanceWindowForm(initial={"start": start, "end": start + dt.timedelta(hours=1)})
     return _detail(request, objective, form)
 

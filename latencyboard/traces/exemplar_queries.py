@@ -18,6 +18,7 @@ from latencyboard.traces.queries import (
     scope,
     summary,
 )
+from latencyboard.windows import floor_minute
 
 EXEMPLAR_COUNT: Final = 5
 
@@ -78,7 +79,7 @@ def trace_exemplars(
         raise ValueError(f"width must be whole minutes up to {MAX_WINDOW}, got {width!r}")
     pipelines, stage = scope(user, pipeline_id, stage_id)
     (pipeline,) = pipelines
-    minute = minute.astimezone(dt.UTC).replace(second=0, microsecond=0)
+    minute = floor_minute(minute)
     found = span_reads.nearest_to_quantile(
         pipeline.pk,
         pipeline.team_id,

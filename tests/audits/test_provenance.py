@@ -12,10 +12,10 @@ from audits.models import AuditEvent
 from latencyboard.alerts.models import Rule
 from latencyboard.local.services import bootstrap
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.sla.attainment import floor_minute
 from latencyboard.sla.models import Objective
 from latencyboard.sla.versions import versions_of
 from latencyboard.teams.models import Role, Team
+from latencyboard.windows import floor_minute
 from tests.factories import make_user
 from tests.latencyboard.alerts.scenes import make_scene
 

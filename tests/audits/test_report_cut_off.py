@@ -28,8 +28,8 @@ from latencyboard.db import conninfo
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.services import fold_until_idle
 from latencyboard.sla import services as sla_services
-from latencyboard.sla.attainment import floor_minute
 from latencyboard.teams.models import Role, Team
+from latencyboard.windows import floor_minute
 from tests.factories import make_requests, make_team, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,12 +19,12 @@ from latencyboard.sla.attainment import (
     bucket_count,
     budget,
     burn_down,
-    ceil_minute,
     excluded_minutes,
     objective_window,
     series,
 )
 from latencyboard.sla.models import Window as WindowKind
+from latencyboard.windows import ceil_minute
 
 T0 = dt.datetime(2026, 11, 20, 12, 0, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)

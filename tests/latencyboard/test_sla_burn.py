@@ -13,8 +13,8 @@ from latencyboard.alerts.evaluation import evaluate_rule
 from latencyboard.alerts.models import Alert
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla import burn, queries
-from latencyboard.sla.attainment import floor_minute
 from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
+from latencyboard.windows import floor_minute
 from tests.factories import make_team, make_user
 from tests.latencyboard.alerts.scenes import make_scene
 

@@ -16,6 +16,7 @@ from latencyboard.windows import (
     check_step,
     check_window,
     choose_resolution,
+    floor_minute,
     plan_window,
     point_count,
     preferred_resolution,
@@ -287,3 +288,16 @@ def test_the_newest_part_of_a_window_is_read_from_finer_rows(start, end, step, r
 def test_plan_rejects_a_bad_step_before_looking_at_rows():
     with pytest.raises(ValueError, match="step must"):
         plan_window(ago(hours=3), NOW, 7 * MINUTE, STEADY)
+
+
+def test_a_minute_is_floored_in_utc_whatever_the_zone_it_is_given_in():
+    # given 12:34:56.7 in UTC+05:30, i.e. 07:04:56.7 UTC
+    moment = dt.datetime(
+        2026, 3, 10, 12, 34, 56, 700_000, tzinfo=dt.timezone(dt.timedelta(hours=5.5))
+    )
+
+    # then its minute starts at 07:04 UTC, and a naive moment is refused
+    assert floor_minute(moment) == at("2026-03-10T07:04:00")
+    assert floor_minute(moment).tzinfo is dt.UTC
+    with pytest.raises(ValueError, match="aware"):
+        floor_minute(dt.datetime(2026, 3, 10, 12, 34))
