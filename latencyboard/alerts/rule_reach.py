@@ -12,7 +12,7 @@ from latencyboard.alerts.evaluation import detector_of, newest_root_stages, watc
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.reach import Reach, family_size, reach
 from latencyboard.rollups.cohort_queries import stage_sketches
-from latencyboard.sla import attainment
+from latencyboard.windows import floor_minute
 
 TRAFFIC_WINDOW: Final = dt.timedelta(hours=1)
 """The traffic a rule's reach is worked out at: the last hour's requests."""
@@ -33,7 +33,7 @@ def rule_reach(rule: Rule, now: dt.datetime) -> list[StageReach]:
     requests of the hour before ``now``."""
     names = watched(rule, newest_root_stages(rule.pipeline_id, now))
     chosen = sorted(names.items(), key=lambda item: item[1])[:MAX_STAGES]
-    end = attainment.floor_minute(now)
+    end = floor_minute(now)
     counts = {
         stage_id: sketch.count
         for stage_id, sketch in stage_sketches(rule.pipeline, end - TRAFFIC_WINDOW, end).items()
