@@ -18,7 +18,8 @@ A sketch holds each order statistic only to its bucket: the value it reports, ``
 bucket's centre, so the exact one lies in ``(x / (1 + e), x / (1 - e)]`` (``e`` the
 sketch's relative error). That error is bounded, not random, so it is added once, whole, to
 each bound of the change (the two estimates taken to the edges of their buckets that widen
-it), rather than widening each side's bounds before they are combined. The distances stand
+it, by :func:`~latencyboard.stats.interval.widened`, the rule of every sketch interval), rather
+than widening each side's bounds before they are combined. The distances stand
 for standard errors and are read from the sketch as they are.
 """
 
@@ -27,17 +28,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
-from latencyboard.stats.interval import RankBounds, rank_bounds
+from latencyboard.stats.interval import RankBounds, rank_bounds, widened
 
 __all__ = ["quantile_change_intervals"]
-
-_UP: float = RELATIVE_ERROR / (1.0 - RELATIVE_ERROR)
-"""How far above the value a sketch reports the exact order statistic may lie (relative):
-it reports its bucket's centre ``x``, the bucket's top is ``x / (1 - e)``."""
-_DOWN: float = RELATIVE_ERROR / (1.0 + RELATIVE_ERROR)
-"""How far below it (the bucket's bottom is ``x / (1 + e)``)."""
 
 
 def quantile_change_intervals(
@@ -51,12 +45,13 @@ def quantile_change_intervals(
     for a_side, b_side in zip(
         rank_bounds(a, qs, 1.0 - error), rank_bounds(b, qs, 1.0 - error), strict=True
     ):
-        a_at, b_at = a_side.estimate, b_side.estimate
-        change = b_at - a_at
+        # The bucket error, once: each estimate at the edge of its bucket that widens the change.
+        a_bottom, a_top = widened(a_side.estimate, a_side.estimate)
+        b_bottom, b_top = widened(b_side.estimate, b_side.estimate)
         intervals.append(
             (
-                change - math.hypot(_below(b_side), _above(a_side)) - _DOWN * b_at - _UP * a_at,
-                change + math.hypot(_above(b_side), _below(a_side)) + _UP * b_at + _DOWN * a_at,
+                b_bottom - a_top - math.hypot(_below(b_side), _above(a_side)),
+                b_top - a_bottom + math.hypot(_above(b_side), _below(a_side)),
             )
         )
     return intervals
