@@ -154,6 +154,7 @@ def _regression(
             found = evidence.regression_evidence(stage, result)
             found["window_start"] = start.isoformat()
             found["window_end"] = end.isoformat()
+            found["baseline_seasonal"] = baselines[stage_id].seasonal
             assert stage.strongest is not None, "a regressed stage has a fired test"
             split = assess_mix(
                 rule.pipeline,

@@ -7,6 +7,7 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from django.urls import reverse
 
 from latencyboard.alerts.baselines import compute_baselines
 from latencyboard.alerts.evaluation import evaluate_rule
@@ -15,6 +16,8 @@ from latencyboard.alerts.outbox import notice_of
 from latencyboard.notifications.notice import Severity
 from latencyboard.rollups.models import Rollup
 from latencyboard.sla.models import MaintenanceWindow, Objective, SlaMinute
+from latencyboard.teams.models import Role
+from tests.factories import make_user
 from tests.latencyboard.alerts.scenes import (
     BASELINE_AT,
     MINUTE,
@@ -58,6 +61,23 @@ def test_a_stage_slower_every_day_at_this_hour_is_compared_with_those_hours():
     assert Alert.objects.count() == 0
 
 
+def test_an_alert_against_the_same_hours_says_so(client):
+    # Given 8 days of history without a cycle, and the last 10 minutes 50% slower.
+    scene = make_scene()
+    put_slow_hours(scene, BASELINE_AT.replace(minute=0, second=0), days=8, factor=1.0)
+    put_minutes(scene, 10, scale=1.5)
+    compute_baselines(BASELINE_AT)
+
+    evaluate_rule(scene.rule.pk, NOW)
+
+    # Then the alert's evidence and page say what it was compared with.
+    alert = Alert.objects.get()
+    assert alert.evidence["regression"]["baseline_seasonal"] is True
+    client.force_login(make_user(scene.team, Role.VIEWER))
+    page = client.get(reverse("alerts:detail", kwargs={"alert_id": alert.pk}))
+    assert "n = 42000 · the same hours of the previous days" in page.content.decode()
+
+
 def test_a_baseline_under_the_minimum_is_not_ready_and_fires_nothing(settings):
     settings.ALERT_BASELINE_MIN_COUNT = 50_000
     scene = make_scene()
@@ -91,6 +111,7 @@ def test_a_slower_stage_fires_one_alert_with_its_evidence_and_queues_its_notific
     assert found["effect_percent"] >= 20.0
     assert found["p_value"] < 1e-5
     assert found["current"]["low"] > found["baseline"]["high"]
+    assert found["baseline_seasonal"] is False
     assert alert.summary.startswith("fraud-scorer · model_forward: p")
     assert list(AlertEvent.objects.values_list("from_status", "to_status", "who")) == [
         ("", "firing", None)
