@@ -14,6 +14,7 @@ from latencyboard.alerts.regression import Baseline as DetectorBaseline
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.cohort_queries import stage_sketches
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.windows import floor_to
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def compute_pipeline_baselines(pipeline: Pipeline, now: dt.datetime) -> int:
     (:mod:`latencyboard.alerts.seasonal`), else the trailing ``ALERT_BASELINE_DAYS`` days of
     whole hours; ready when they hold ``ALERT_BASELINE_MIN_COUNT`` values. A stage without
     rows in the trailing window keeps no baseline."""
-    end = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+    end = floor_to(now, dt.timedelta(hours=1))
     start = end - dt.timedelta(days=settings.ALERT_BASELINE_DAYS)
     sketches = stage_sketches(pipeline, start, end)
     days = [

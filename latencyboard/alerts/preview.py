@@ -25,7 +25,7 @@ from latencyboard.alerts.replay import MINUTE, OutOfTime, Replay, replay
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.models import Rollup
 from latencyboard.sketches.sketch import merge_many
-from latencyboard.windows import floor_minute
+from latencyboard.windows import floor_minute, floor_to
 
 PREVIEW_DAYS: Final = 7
 """How far back a preview looks (as far as minute rollups are kept, at most)."""
@@ -102,7 +102,7 @@ def _hourly(
 ) -> list[tuple[int, dict[str, Baseline]]]:
     """The replay's schedule: from each hour's first evaluation, each stage's same-hours
     baseline of that hour where it is ready, else ``today``'s."""
-    first = (start + rule.window_minutes * MINUTE).replace(minute=0, second=0, microsecond=0)
+    first = floor_to(start + rule.window_minutes * MINUTE, HOUR)
     hours = [first + i * HOUR for i in range(int((end - first) / HOUR) + 1)]
     spans = seasonal.hour_offsets(settings.ALERT_BASELINE_DAYS)
     rows = Rollup.objects.filter(

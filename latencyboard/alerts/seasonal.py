@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from latencyboard.sketches.sketch import Sketch, merge_many
+from latencyboard.windows import floor_to
 
 __all__ = [
     "HOURS_AFTER",
@@ -50,7 +51,7 @@ def hour_offsets(days: int) -> list[range]:
 
 def day_spans(now: dt.datetime, days: int) -> list[tuple[dt.datetime, dt.datetime]]:
     """The ``[start, end)`` of each previous day's span, for a job running at ``now``."""
-    hour = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+    hour = floor_to(now, HOUR)
     return [(hour + span.start * HOUR, hour + span.stop * HOUR) for span in hour_offsets(days)]
 
 
