@@ -1,6 +1,7 @@
 """Is a firing stage's change a regression or a change of traffic mix? Its cohort sketches
 (``model.version``, ``service.version`` and the pipeline's other cohort attributes) over the
-baseline's window and the evaluated window, split by :func:`latencyboard.alerts.mix.decompose`.
+baseline's window (its same hours of the previous days when it is seasonal) and the evaluated
+window, split by :func:`latencyboard.alerts.mix.decompose`.
 """
 
 from __future__ import annotations
@@ -8,10 +9,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from django.conf import settings
+
+from latencyboard.alerts import seasonal
 from latencyboard.alerts.mix import Label, MixDecomposition, decompose
 from latencyboard.alerts.regression import Baseline, RegressionRule
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
-from latencyboard.rollups.cohort_queries import END_TO_END_KEY, cohort_series, window_segments
+from latencyboard.rollups.cohort_queries import (
+    END_TO_END_KEY,
+    cohort_series,
+    window_segments,
+    windows_segments,
+)
 from latencyboard.sketches.sketch import Sketch
 
 logger = logging.getLogger(__name__)
@@ -33,7 +42,14 @@ def assess_mix(
     (a mix shift, or a regression inside one cohort), else by the first with cohort rows on
     both sides; ``None`` when no attribute has any (mix not assessed)."""
     series = END_TO_END_KEY if stage_id is None else stage_id
-    before = window_segments(pipeline, baseline.window_start, baseline.window_end)
+    # The cohorts' baselines cover what the stage's does: its same hours of the previous
+    # days (the job's spans, from its hour), else its trailing window.
+    spans = (
+        seasonal.day_spans(baseline.window_end, settings.ALERT_BASELINE_DAYS)
+        if baseline.seasonal
+        else [(baseline.window_start, baseline.window_end)]
+    )
+    before = [segment for segments in windows_segments(pipeline, spans) for segment in segments]
     now = window_segments(pipeline, start, end)
     found: list[tuple[str, MixDecomposition]] = []
     for attribute in cohort_attributes(pipeline):

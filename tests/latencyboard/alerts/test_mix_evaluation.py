@@ -185,3 +185,31 @@ def test_without_cohort_rows_the_mix_is_not_assessed(client):
     page = client.get(reverse("alerts:detail", kwargs={"alert_id": alert.pk})).content.decode()
     assert "mix not assessed" in page
     assert dict(notice_of(Delivery.objects.get()).figures)["mix"] == "not assessed"
+
+
+def test_against_the_same_hours_the_versions_shares_are_those_hours(client):
+    # given 8 days where v8 serves half the traffic from 10:00 to 13:00 and none otherwise,
+    scene = make_scene()
+    top = BASELINE_AT.replace(minute=0, second=0, microsecond=0)
+    for hour in range(1, 8 * 24 + 1):
+        start = top - hour * HOUR
+        busy = 10 <= start.hour < 13
+        versions = {"v7": latencies(1000 if busy else 2000, hour * 10)}
+        if busy:
+            versions["v8"] = latencies(1000, hour * 10 + 1)
+        put_versions(scene, "hour", start, versions)
+    # and in the last 10 minutes (before noon) v8, at its usual half, is 50% slower
+    put_version_minutes(scene, {"v7": (60, 1.0), "v8": (60, 1.5)})
+
+    # when the rule is evaluated against the same hours of the previous days
+    alert = evaluate(scene)
+
+    # then the versions' baseline shares are those hours' (half each, not v8's 6% of the
+    # whole days), so the split names v8's regression, not a move of traffic to it
+    mix = alert.evidence["regression"]["mix"]
+    assert alert.evidence["regression"]["baseline_seasonal"] is True
+    assert [(c["cohort"], round(c["baseline_share"], 2)) for c in mix["cohorts"]] == [
+        ("v7", 0.5),
+        ("v8", 0.5),
+    ]
+    assert (mix["label"], mix["cohort"]) == ("regression", "v8")
