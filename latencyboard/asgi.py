@@ -9,9 +9,10 @@ django_asgi_app = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
-from latencyboard.db import bound_statements  # noqa: E402
+from latencyboard.db import bound_statements, pool_connections  # noqa: E402
 
 bound_statements(settings.WEB_STATEMENT_TIMEOUT_SECONDS)
+pool_connections(settings.WEB_DB_POOL_SIZE, settings.WEB_DB_POOL_WAIT_SECONDS)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

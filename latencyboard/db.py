@@ -12,6 +12,7 @@ from django.db.backends.signals import connection_created
 from psycopg.conninfo import make_conninfo
 
 from latencyboard.db_router import read_alias
+from latencyboard.storage import heavy_read_lock
 
 
 class _ReadConnection:
@@ -38,6 +39,41 @@ def bound_statements(seconds: int) -> None:
     uid = "latencyboard.db.bound_statements"
     connection_created.disconnect(dispatch_uid=uid)  # the latest bound holds
     connection_created.connect(bound, weak=False, dispatch_uid=uid)
+
+
+def pool_connections(size: int, wait_seconds: int) -> None:
+    """From now on, this process's connections to each database come from a pool of at most
+    ``size``, waited for up to ``wait_seconds`` (then Django's ``OperationalError``, answered
+    503 with Retry-After); with ``size`` 0, from Django's per-thread persistent connections
+    again. The latest call holds; call it before the process's first query.
+
+    The web process pools. It serves each request on a thread of its own (Django's ASGI
+    handler), and Django's persistent connections are per thread: without a pool every
+    request, even a refused one, started a PostgreSQL backend and filled its catalog caches.
+    A connection goes back to the pool holding no advisory lock, so that a heavy read's slot
+    never outlives its request."""
+    for alias, database in settings.DATABASES.items():
+        options = database.setdefault("OPTIONS", {})
+        _unpooled_max_age.setdefault(alias, database["CONN_MAX_AGE"])
+        if size:
+            database["CONN_MAX_AGE"] = 0  # the pool keeps the connections
+            options["pool"] = pool_options(size, wait_seconds)
+        else:
+            database["CONN_MAX_AGE"] = _unpooled_max_age[alias]
+            options.pop("pool", None)
+
+
+_unpooled_max_age: dict[str, Any] = {}
+
+
+def pool_options(size: int, wait_seconds: int) -> dict[str, Any]:
+    """The options of :func:`pool_connections`'s pools (psycopg_pool's ``ConnectionPool``)."""
+    return {
+        "min_size": 1,
+        "max_size": size,
+        "timeout": wait_seconds,
+        "reset": heavy_read_lock.release_all,
+    }
 
 
 """The connection for dashboard reads in raw SQL: the read replica inside a dashboard request

@@ -130,6 +130,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "latencyboard.web.in_flight.TeamRequestsInFlight",
     "latencyboard.db_router.ReplicaReads",
     "audits.middleware.RecordRefusals",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -431,6 +432,15 @@ WEB_HEAVY_WAIT_SECONDS = env_int("WEB_HEAVY_WAIT_SECONDS", 5, minimum=0)
 # Any statement of the web process (pages, API, live sockets) is cancelled after this long (0:
 # never) and answered 503 with Retry-After: no read holds a connection and a core for minutes.
 WEB_STATEMENT_TIMEOUT_SECONDS = env_int("WEB_STATEMENT_TIMEOUT_SECONDS", 30, minimum=0)
+# Connections of a web process to each database, pooled (0: a new one per request, as Django
+# serves each ASGI request on a thread of its own); a request waits this long for one when all
+# are in use, then gets 503 with Retry-After.
+WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 32, minimum=0, maximum=1000)
+WEB_DB_POOL_WAIT_SECONDS = env_int("WEB_DB_POOL_WAIT_SECONDS", 10, minimum=1)
+# Requests of one team in progress at once in a web process (each holds a thread and, heavy
+# reads waiting for their slot included, a pooled connection); beyond, 429 with Retry-After at
+# once, so one team cannot take a process's pool. Keep it well under WEB_DB_POOL_SIZE.
+WEB_TEAM_MAX_REQUESTS = env_int("WEB_TEAM_MAX_REQUESTS", 12, minimum=1, maximum=1000)
 # Stage shares of a minute are computed this long after it ends, so that the spans of its
 # requests have arrived; spans stored later are left out of the shares (not of the rollups).
 STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)

@@ -44,11 +44,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Importing ``latencyboard.asgi`` (tests of the sockets do, at collection) bounds every
-    new connection's statements as the web process does; this process is not the web, and
-    its fixtures (a backfilled quarter compacted in one statement) may run longer."""
+    new connection's statements and pools the connections as the web process does; this
+    process is not the web, and its fixtures (a backfilled quarter compacted in one
+    statement) may run longer."""
     from django.db.backends.signals import connection_created
 
+    from latencyboard.db import pool_connections
+
     connection_created.disconnect(dispatch_uid="latencyboard.db.bound_statements")
+    pool_connections(0, 1)
 
 
 @dataclass(frozen=True)

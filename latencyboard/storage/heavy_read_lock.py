@@ -16,6 +16,7 @@ _TRY: Final = "SELECT pg_try_advisory_lock(%s, %s)"
 _WAIT: Final = "SELECT pg_advisory_lock(%s, %s)"
 _LOCK_TIMEOUT: Final = "SELECT set_config('lock_timeout', %s, true)"
 _RELEASE: Final = "SELECT pg_advisory_unlock(%s, %s)"
+_RELEASE_ALL: Final = "SELECT pg_advisory_unlock_all()"
 
 
 def key(slot: int, team: int) -> tuple[int, int]:
@@ -38,3 +39,9 @@ def wait(cursor: Any, lock: tuple[int, int], wait_ms: int) -> None:
 
 def release(cursor: Any, lock: tuple[int, int]) -> None:
     cursor.execute(_RELEASE, lock)
+
+
+def release_all(connection: Any) -> None:
+    """Give back every advisory lock the session of ``connection`` holds (a connection going
+    back to a pool must carry no slot over to the next request)."""
+    connection.execute(_RELEASE_ALL)

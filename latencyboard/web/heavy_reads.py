@@ -37,6 +37,7 @@ from rest_framework.response import Response
 
 from latencyboard.storage import heavy_read_lock
 from latencyboard.teams.queries import teams_of
+from latencyboard.web.in_flight import team_ids
 
 RETRY_AFTER_SECONDS: Final = 1
 
@@ -118,7 +119,7 @@ def heavy_read(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
     def bounded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         with ExitStack() as held:
             try:
-                held.enter_context(slot(request.user))
+                held.enter_context(team_slots(team_ids(request)))
             except Busy as busy:
                 response = JsonResponse({"detail": str(busy)}, status=429)
                 response["Retry-After"] = str(RETRY_AFTER_SECONDS)
@@ -138,7 +139,7 @@ class HeavyRead:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
         held = ExitStack()
         try:
-            held.enter_context(slot(request.user))
+            held.enter_context(team_slots(team_ids(request)))
         except Busy as busy:
             raise Throttled(wait=RETRY_AFTER_SECONDS, detail=str(busy)) from None
         self._held = held

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import cast
@@ -199,3 +200,56 @@ def test_web_statements_are_cancelled_after_their_timeout():
     finally:
         fresh.close()
         connection_created.disconnect(dispatch_uid="latencyboard.db.bound_statements")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_team_beyond_its_requests_in_flight_is_refused_at_once(settings):
+    """Requests waiting (here for the team's heavy-read slot, held elsewhere) count against
+    WEB_TEAM_MAX_REQUESTS: the team's next request gets 429 with Retry-After at once, while
+    another team is served; once they end the team is served again."""
+    settings.WEB_TEAM_MAX_REQUESTS = 2
+    settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 1
+    settings.WEB_HEAVY_WAIT_SECONDS = 120
+    (a, _), (b, _) = team_member(), team_member()
+    user = b.get("/api/pipelines/").wsgi_request.user
+    waiting: list[threading.Thread] = []
+    answers: list[int] = []
+
+    def read() -> None:
+        client = Client()
+        client.force_login(cast(User, user))
+        try:
+            answers.append(client.get("/?window=7d").status_code)
+        finally:
+            connections.close_all()
+
+    with held_by(b, 1):
+        for _ in range(2):
+            waiting.append(threading.Thread(target=read))
+            waiting[-1].start()
+        wait_for_lock_waiters(2)
+        refused = b.get("/api/pipelines/")
+        served = a.get("/api/pipelines/")
+    for thread in waiting:
+        thread.join(120)
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == "1"
+    assert "2 requests in progress" in refused.json()["detail"]
+    assert served.status_code == 200
+    assert answers == [200, 200]
+    assert b.get("/api/pipelines/").status_code == 200
+
+
+LOCK_WAITERS = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+
+
+def wait_for_lock_waiters(count: int) -> None:
+    """Until ``count`` sessions wait for an advisory lock (requests for a heavy-read slot)."""
+    deadline = time.monotonic() + 60
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        while True:
+            cursor.execute(LOCK_WAITERS)
+            if cursor.fetchone() == (count,):
+                return
+            assert time.monotonic() < deadline, f"{count} requests did not wait for the slot"
+            time.sleep(0.1)
