@@ -17,7 +17,7 @@ stages log-normal of sigma 0.22..0.8 and Lomax of shape 2.5), with the default r
   (``--rollouts`` each).
 
 Seeded: the same arguments print the same figures. Work runs in ``--workers`` processes;
-the defaults take about 2.5 CPU-minutes (the wall time printed depends on the machine's load).
+the defaults take about 100 CPU-seconds (the wall time printed depends on the machine's load).
 """
 
 from __future__ import annotations
