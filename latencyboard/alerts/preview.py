@@ -1,8 +1,8 @@
 """The rule preview: would this rule have fired in the last days? Its regression detector
 replayed (``latencyboard.alerts.replay``) over the pipeline's minute rollups, each hour
-against the baselines the baseline job would have built then: the same hours of the
-previous days (:mod:`latencyboard.alerts.seasonal`) where they were ready, else the
-baseline the evaluator uses now. It runs in a web request, so it is bounded: at most
+against the baselines the baseline job builds today for that hour of the day: the same
+hours of the previous days (:mod:`latencyboard.alerts.seasonal`) where they are ready, else
+the baseline the evaluator uses now. It runs in a web request, so it is bounded: at most
 ``PREVIEW_MAX_STAGES`` stages, and ``PREVIEW_SECONDS`` of replaying."""
 
 from __future__ import annotations
@@ -100,23 +100,27 @@ def _hourly(
     end: dt.datetime,
     deadline: float,
 ) -> list[tuple[int, dict[str, Baseline]]]:
-    """The replay's schedule: from each hour's first evaluation, each stage's same-hours
-    baseline of that hour where it is ready, else ``today``'s."""
+    """The replay's schedule: from each hour's first evaluation, each stage's baseline for
+    that hour of the day as the job builds it today (the same hours of the previous days,
+    where ready), else ``today``'s stored one. One baseline per hour of the day, shared by
+    the replayed days: 24 to work out per stage, not one per replayed hour."""
     first = floor_to(start + rule.window_minutes * MINUTE, HOUR)
     hours = [first + i * HOUR for i in range(int((end - first) / HOUR) + 1)]
+    # The job's last run at each hour of the day, within the day before ``end``.
+    latest = {hour.hour: hour for hour in hours[-24:]}
     spans = seasonal.hour_offsets(settings.ALERT_BASELINE_DAYS)
     rows = Rollup.objects.filter(
         stages,
         pipeline=rule.pipeline_id,
         resolution="hour",
-        bucket_start__gte=first + spans[-1].start * HOUR,
-        bucket_start__lt=hours[-1] + spans[0].stop * HOUR,
+        bucket_start__gte=min(latest.values()) + spans[-1].start * HOUR,
+        bucket_start__lt=max(latest.values()) + spans[0].stop * HOUR,
     ).values_list("stage_id", "bucket_start", "sketch")
     blobs: dict[str, dict[dt.datetime, bytes]] = defaultdict(dict)
     for stage_id, hour, blob in rows.iterator():
         blobs[names[stage_id]][hour] = bytes(blob)
-    schedule = []
-    for hour in hours:
+    of_day = {}
+    for hour_of_day, hour in latest.items():
         if time.monotonic() > deadline:
             raise OutOfTime
         baselines = dict(today)
@@ -128,8 +132,8 @@ def _hourly(
             sketch = seasonal.seasonal_sketch(days, settings.ALERT_BASELINE_MIN_COUNT)
             if sketch is not None:
                 baselines[name] = Baseline(sketch, hour + spans[-1].start * HOUR, hour, True)
-        schedule.append((max(int((hour - start) / MINUTE), 0), baselines))
-    return schedule
+        of_day[hour_of_day] = baselines
+    return [(max(int((hour - start) / MINUTE), 0), of_day[hour.hour]) for hour in hours]
 
 
 def _span(hour: dt.datetime, span: range) -> list[dt.datetime]:

@@ -15,6 +15,7 @@ window's ties too, so the screen takes the smallest p-value any ties could give.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 import math
@@ -102,9 +103,12 @@ def replay(
     starts = [window] + [max(t, window) for t, _ in schedule[1:]]
     ends = [*starts[1:], count + 1]
     screen = np.zeros(count + 1, dtype=bool)
+    ordered = {stage: sorted(rows) for stage, rows in minutes.items()}
     for first, end, (_, used) in zip(starts, ends, schedule, strict=True):
         if first < end:
-            screen[first:end] = _segment_screen(used, minutes, first, end, window, rule, deadline)
+            screen[first:end] = _segment_screen(
+                used, minutes, ordered, first, end, window, rule, deadline
+            )
     states = {stage: lifecycle.AlertState() for stage in minutes}
     opened: dict[str, ReplayedAlert] = {}
     alerts: list[ReplayedAlert] = []
@@ -163,6 +167,7 @@ def _fired(stage: regression.StageResult, at: dt.datetime) -> ReplayedAlert:
 def _segment_screen(
     baselines: Baselines,
     minutes: Mapping[str, Mapping[int, bytes]],
+    ordered: Mapping[str, list[int]],
     first: int,
     end: int,
     window: int,
@@ -170,12 +175,14 @@ def _segment_screen(
     deadline: float,
 ) -> np.ndarray:
     """:func:`_screen` of the evaluations ``first .. end - 1`` (their windows' minutes from
-    ``first - window``)."""
+    ``first - window``; ``ordered``: each stage's minutes sorted, so a segment's are sliced
+    out rather than looked for among all of them)."""
     offset = first - window
-    local = {
-        stage: {i - offset: blob for i, blob in rows.items() if offset <= i < end - 1}
-        for stage, rows in minutes.items()
-    }
+    local = {}
+    for stage, rows in minutes.items():
+        keys = ordered[stage]
+        inside = keys[bisect.bisect_left(keys, offset) : bisect.bisect_left(keys, end - 1)]
+        local[stage] = {i - offset: rows[i] for i in inside}
     return _screen(baselines, local, end - 1 - offset, window, rule, deadline)[window:]
 
 
