@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Test processes: each starts its own PostgreSQL and Redis, so they share nothing. A module's
-# tests that share a module-scoped fixture stay in one process (tests/conftest.py).
+# tests that share a module-scoped fixture stay in one process (tests/conftest.py), and tests
+# are handed out in the order tests/browser/conftest.py sets (browser tests last).
 TEST_PROCESSES ?= 2
 
 .PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-compare-coverage bench-capacity bench-retention bench-fairness clean
@@ -21,7 +22,7 @@ test: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadgroup $(ARGS)
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder $(ARGS)
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .

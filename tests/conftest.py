@@ -55,6 +55,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     pool_connections(0, 1)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under ``--dist loadgroup``, fail a grouped test whose group was lost: pytest-xdist
+    names the group in the test's id, which pytest 9.2 ignores (pytest-xdist#1386), and then
+    each process built the module's fixture for the tests it drew."""
+    grouped = item.get_closest_marker("xdist_group") is not None
+    if grouped and getattr(item.config.option, "loadgroup", False) and "@" not in item.nodeid:
+        pytest.fail("--dist loadgroup lost this test's xdist_group (pytest-xdist#1386)")
+
+
 @dataclass(frozen=True)
 class Services:
     database_url: str  # the server's maintenance URL; tests use the test database on it

@@ -42,7 +42,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     Playwright keeps an event loop running in the main thread from the first browser test to
     the end of the session; code under test that calls ``async_to_sync`` (channel layer
-    publishing) must not run after that.
+    publishing) must not run after that. ``make test`` hands out tests in this order
+    (``--no-loadscope-reorder``), so the groups of tests that share a module fixture, the
+    longest units, come first on either side of that line: a long one handed out last would
+    keep one test process busy while the other has finished.
     """
     browser_items = [item for item in items if "tests/browser/" in str(item.path)]
     for item in browser_items:
@@ -51,8 +54,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(
                 pytest.mark.skip(reason="chromium is not installed (apt-get install chromium)")
             )
-    others = [item for item in items if "tests/browser/" not in str(item.path)]
-    items[:] = others + browser_items
+    items.sort(
+        key=lambda item: (
+            "tests/browser/" in str(item.path),
+            item.get_closest_marker("xdist_group") is None,
+        )
+    )
 
 
 @dataclass(frozen=True)
