@@ -31,6 +31,10 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 _NONE: Final = -1
+MAX_DEPTH: Final = 1_000
+"""Levels below a root the path is followed: a span this deep keeps its whole part of the
+path as its own time. Each level is a few whole-array steps, and a trace may be a chain of
+a million spans; real requests are a few dozen levels deep."""
 
 
 def critical_ns(
@@ -51,12 +55,15 @@ def critical_ns(
     child = child[np.argsort(parent[child], kind="stable")]
     child_parent = parent[child]
     frontier = np.flatnonzero(roots)
-    while len(frontier):
+    for _ in range(MAX_DEPTH):
+        if not len(frontier):
+            break
         taken, taken_low, taken_high = _chains(frontier, child, child_parent, start, end, low, high)
         result[frontier] = high[frontier] - low[frontier]
         np.subtract.at(result, parent[taken], taken_high - taken_low)
         low[taken], high[taken] = taken_low, taken_high
         frontier = taken
+    result[frontier] = high[frontier] - low[frontier]  # below MAX_DEPTH: their whole part
     return result
 
 
@@ -100,17 +107,33 @@ def _chains(
     run_end = np.repeat(np.r_[heads[1:], m], np.diff(np.r_[heads, m]))
     following = _following(kid_start, kid_end, run_end)
 
-    taken = np.zeros(m, dtype=np.bool_)
+    taken = _reached(heads, following)
+    # Each taken child but a chain's last hands the path on to the one after it, which ends
+    # (give or take the precision) where it starts.
     part_end = kid_end.copy()
-    link = heads
-    while len(link):
-        taken[link] = True
-        after = following[link]
-        has = after != _NONE
-        link, after = link[has], after[has]
-        part_end[after] = np.minimum(kid_end[after], kid_start[link])
-        link = after
+    link = np.flatnonzero(taken & (following != _NONE))
+    part_end[following[link]] = np.minimum(kid_end[following[link]], kid_start[link])
     return kids[taken], kid_start[taken], part_end[taken]
+
+
+def _reached(heads: IntArray, following: IntArray) -> BoolArray:
+    """The children on the chains that start at ``heads`` and go on through ``following``.
+
+    By doubling rather than one link per step, as a parent may have a million children one
+    after another: after round k the chains' first 2**k links are marked, and each link's
+    jump goes 2**k links ahead (-1 past a chain's end).
+    """
+    m = len(following)
+    reached = np.zeros(m, dtype=np.bool_)
+    reached[heads] = True
+    jump = following.copy()
+    while True:
+        ahead = jump[reached]
+        ahead = ahead[ahead != _NONE]
+        if not len(ahead):
+            return reached
+        reached[ahead] = True
+        jump = np.where(jump != _NONE, jump[np.maximum(jump, 0)], _NONE)
 
 
 def _following(kid_start: IntArray, kid_end: IntArray, run_end: IntArray) -> IntArray:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups import stage_share_minutes
+from latencyboard.rollups import critical_path, stage_share_minutes
 from latencyboard.rollups.models import StageShare
 from latencyboard.rollups.stage_share_queries import stage_breakdown
 from latencyboard.rollups.stage_share_services import compute_stage_shares
@@ -207,6 +207,24 @@ def test_hundreds_of_siblings_within_one_microsecond_take_the_waterfalls_path():
 
     assert dict(zip((s.span for s in trace), critical, strict=True)) == on_page
     assert sum(critical) == 10 * US
+
+
+def test_a_chain_deeper_than_the_walk_keeps_its_time_at_the_deepest_level_walked():
+    # given a request that is one chain of spans, each 1 us inside its parent at both ends,
+    # 50 levels deeper than the walk goes
+    depth = critical_path.MAX_DEPTH + 50
+    trace = [S(0, None, 0, 2 * depth * US, root=True)]
+    trace += [S(i, i - 1, i * US, 2 * (depth - i) * US) for i in range(1, depth)]
+
+    critical = critical_ms(trace)
+
+    # then every span above the last level walked keeps its two edges, the last level
+    # walked keeps the rest, nothing below it counts, and the request still adds up
+    last = critical_path.MAX_DEPTH
+    assert critical[:last] == [2 * US / MS] * last
+    assert critical[last] == 2 * (depth - last) * US / MS
+    assert critical[last + 1 :] == [0.0] * (depth - last - 1)
+    assert sum(critical) == pytest.approx(2 * depth * US / MS)
 
 
 @st.composite
