@@ -38,6 +38,7 @@ from latencyboard.storage import span_events, thinning
 from latencyboard.storage.partitions import DayPartition
 from latencyboard.teams.models import Role, Team
 from tests.factories import make_team, make_user
+from tests.snapshots import Seeds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,8 +61,14 @@ def fold_everything() -> None:
 
 
 @pytest.fixture
-def folded_day(settings) -> Team:
+def folded_day(settings, seeds: Seeds) -> Team:
+    """Two hours of demo traffic on DAY, folded, compacted and split into stage shares, with
+    an objective counting them (built once in a test process, each test gets its own copy)."""
     settings.RETENTION_DAYS = 4000
+    return cast(Team, seeds.get("retention folded day", _folded_day))
+
+
+def _folded_day() -> Team:
     team = make_team()
     backfill_day(team)
     pipeline = Pipeline.objects.get(team=team, service_name="fraud-scorer")
