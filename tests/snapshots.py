@@ -61,7 +61,9 @@ class Snapshot:
                 if count == before[table]:
                     continue
                 if before[table]:
-                    raise AssertionError(f"a seed cannot add to {table}, which the flush refills")
+                    raise AssertionError(
+                        f"a seed added rows to {table}, which held rows before it was built"
+                    )
                 columns = _columns(cursor, table)
                 with cursor.connection.cursor().copy(
                     f"COPY (SELECT {columns} FROM {table}) TO STDOUT (FORMAT BINARY)"  # noqa: S608
