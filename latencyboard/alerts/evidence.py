@@ -88,6 +88,7 @@ def mix_evidence(attribute: str, split: MixDecomposition) -> dict[str, Any]:
         "mix_excess": split.mix_excess,
         "p_value": split.p_value,
         "mix_p_value": split.mix_p_value,
+        "within_p_value": split.within_p_value,
         "cohorts": [
             {
                 "cohort": c.cohort,

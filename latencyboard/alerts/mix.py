@@ -27,7 +27,9 @@ rule's minimum effect at the median or ``q``. A new version slower than that is 
 whatever share of traffic it took. ``within`` is tested properly, cohort by cohort, with the
 regression detector's tests against each cohort's own baseline (Holm over cohorts); the mix is
 *significant* when the count it predicts, ``E_mix``, would itself be significant against
-``Binomial(n, 1 - q)`` at the rule's ``family_alpha``.
+``Binomial(n, 1 - q)`` at the rule's ``family_alpha``; ``within`` is significant when ``k``
+is, against ``Binomial(n, E_mix / n)`` (the current mix with each cohort as in its baseline;
+wider than the exact sum of the cohorts' binomials, so it asks more before blaming them).
 
 Labels, when the pooled count or ``E_mix`` is significant:
 
@@ -37,7 +39,10 @@ Labels, when the pooled count or ``E_mix`` is significant:
   ``mix_shift_and_regression`` when the mix is also significant and explains at least
   ``MIX_SHARE`` of the excess ``k - E0``;
 * ``mix_shift`` when no cohort regressed and the mix explains at least as much as what is
-  left within cohorts (which no cohort's test found significant);
+  left within cohorts, or at least ``MIX_SHARE`` of the excess while what is left is not
+  significant: an alert fires at the first window whose count is high, so its window's
+  chance excess lands in ``within`` and a pure mix shift caught mid-way (v8 at 40% of the
+  window on its way to 90%) often shows ``within`` a little above ``mix``;
 * ``regression`` with no cohort named when neither accounts for the excess.
 
 Otherwise ``no_change``.
@@ -66,7 +71,8 @@ from latencyboard.stats.rank import MIN_VALUES, rank_shift
 __all__ = ["MIX_SHARE", "CohortChange", "Label", "MixDecomposition", "decompose"]
 
 MIX_SHARE: Final = 0.25
-"""Share of the excess the mix must explain to be named next to a cohort's regression."""
+"""Share of the excess the mix must explain to be named next to a cohort's regression, or
+alone when the rest is not significant."""
 
 
 class Label(StrEnum):
@@ -117,6 +123,8 @@ class MixDecomposition:
     """Of ``k`` against ``Binomial(n, 1 - q)``."""
     mix_p_value: float
     """Of ``E_mix`` (rounded down) against the same."""
+    within_p_value: float
+    """Of ``k`` against ``Binomial(n, E_mix / n)``: whether the cohorts' own changes matter."""
     label: Label
     cohort: str | None
     """The cohort that regressed, or the one traffic moved to for a mix shift."""
@@ -281,6 +289,7 @@ def decompose(
     expected = n * rate
     p_value = binomial_upper_tail(k, n, 1.0 - q)
     mix_p_value = binomial_upper_tail(math.floor(expected_with_mix), n, 1.0 - q)
+    within_p_value = binomial_upper_tail(k, n, min(1.0, expected_with_mix / n))
     within, mix = k - expected_with_mix, expected_with_mix - expected
     anomalous = p_value <= rule.family_alpha or mix_p_value <= rule.family_alpha
     regressed = [c for c in cohorts if c.regressed and c.cohort not in slower]
@@ -302,7 +311,14 @@ def decompose(
             label = Label.MIX_SHIFT_AND_REGRESSION
             driver = _driver(result, rate)
             message = f"{_mix_message(q, driver, result, attribute)}; {message}"
-    elif anomalous and mix > 0 and mix >= within:
+    elif (
+        anomalous
+        and mix > 0
+        and (
+            mix >= within
+            or (mix >= MIX_SHARE * (k - expected) and within_p_value > rule.family_alpha)
+        )
+    ):
         driver = _driver(result, rate)
         label, cohort = Label.MIX_SHIFT, driver.cohort
         message = _mix_message(q, driver, result, attribute)
@@ -320,6 +336,7 @@ def decompose(
         mix,
         p_value,
         mix_p_value,
+        within_p_value,
         label,
         cohort,
         message,

@@ -76,6 +76,22 @@ def test_a_slow_canary_taking_more_traffic_is_a_mix_shift() -> None:
     assert [cohort.regressed for cohort in result.cohorts] == [False, False]
 
 
+def test_a_mix_shift_caught_mid_way_with_a_chance_excess_is_still_a_mix_shift() -> None:
+    # given a week with a 35% slower v8 at 10%, then a window caught mid-way of its move to
+    # 90% (v8 at 41%), whose v8 values happen to land above the pooled p99 more often than
+    # v8's baseline does: more excess is left within the cohorts than the mix explains, but
+    # not significantly more, and neither cohort's own test fires
+    baselines = {"v7": baseline(1, 90_000), "v8": baseline(2, 10_000, factor=1.35)}
+    windows = {"v7": sketch(1206, 480), "v8": sketch(2206, 330, factor=1.35)}
+    result = decompose(baselines, windows)
+    assert result.within_excess > result.mix_excess > 0.25 * (result.k - result.expected)
+    assert result.p_value < 1e-10 < 1e-5 < result.within_p_value
+    assert [cohort.regressed for cohort in result.cohorts] == [False, False]
+    # then it is the mix shift it is, not a regression of no one in particular
+    assert (result.label, result.cohort) == (Label.MIX_SHIFT, "v8")
+    assert result.message.startswith("mix shift: 41% of traffic now on v8, whose p99 is ")
+
+
 def test_a_regression_inside_one_cohort_names_it() -> None:
     # given v7 and v8 half and half, as in their week, and v8 50% slower now
     baselines = {"v7": baseline(1, 50_000), "v8": baseline(2, 50_000)}
