@@ -1,6 +1,6 @@
 """The regression detector on production-like traffic (issue #25), from simulated pipelines;
 run: make bench-detector   (or python benchmarks/bench_detector_production.py [--pipelines 2
---days 30 --cycle-days 7 --trials 20 --rollouts 20]).
+--days 30 --cycle-days 7 --trials 20 --rollouts 20] [--only stationary cycle shifts rollouts]).
 
 Scenarios of :mod:`latencyboard.alerts.simulation_diurnal` (diurnal 0.2-3 requests/s;
 stages log-normal of sigma 0.22..0.8 and Lomax of shape 2.5), with the default rule:
@@ -14,7 +14,9 @@ stages log-normal of sigma 0.22..0.8 and Lomax of shape 2.5), with the default r
   of its slowest 5% only at >= 1 request/s: per stage, the share found within 10, 15 and
   30 minutes (``--trials`` per stage and scenario);
 * rollouts of a new version on one stage: the label of the first firing evaluation
-  (``--rollouts`` each).
+  (``--rollouts`` each), among every trial and among the ones that alerted, beside the
+  stage's true change (a rollout that leaves it under the rule's +20% floor should not
+  alert at all).
 
 Seeded: the same arguments print the same figures. Work runs in ``--workers`` processes;
 the defaults take about 100 CPU-seconds (the wall time printed depends on the machine's load).
@@ -46,6 +48,13 @@ ROLLOUTS: Final = (
         expected=(mix.Label.MIX_SHIFT, "v8"),
     ),
     rollouts_sim.Rollout(
+        "mix shift: v8 (x1.35, baselined) 10% -> 90%",
+        0.1,
+        0.9,
+        1.35,
+        expected=(mix.Label.MIX_SHIFT, "v8"),
+    ),
+    rollouts_sim.Rollout(
         "v7 regresses x1.3, v8 steady (both baselined, 50/50)",
         0.5,
         0.5,
@@ -58,6 +67,8 @@ BUSY_MINUTES: Final = np.flatnonzero(sim.rate_per_second(np.arange(sim.DAY)) >= 
 LOW_HOUR: Final = sim.TROUGH_MINUTE - 15
 """Changes at 03:45: the 30 minutes after run at 0.2-0.23 requests/s."""
 SCENARIOS: Final = ("busy", "low_hour", "tail_only")
+PARTS: Final = ("stationary", "cycle", "shifts", "rollouts")
+"""What ``--only`` selects: the false-alarm runs, the shift trials, the rollouts' labels."""
 
 
 def shifts(seed: int, trials: int) -> dict[str, list[tuple[str, float | None]]]:
@@ -173,6 +184,47 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _rollout_lines(seed: int, labelled_runs: list[list[list[rollouts_sim.RolloutTrial]]]) -> None:
+    """Per rollout: the stage's true change against the rule's floor, then the labels among
+    every trial and among the ones that alerted."""
+    rule = regression.RegressionRule()
+    levels = (0.5, *rule.quantiles)
+    rng = np.random.default_rng(40_000 + seed)
+    pipeline = sim.DiurnalPipeline.draw(rng)
+    for index, rollout in enumerate(ROLLOUTS):
+        trials = [trial for run in labelled_runs for trial in run[index]]
+        quantiles = rollouts_sim.true_change(pipeline, rng, rollout, levels)
+        change = [after / before - 1.0 for before, after in quantiles]
+        rule_floor = (
+            f"+{rule.min_relative_effect:.0%} and +{rule.min_absolute_effect_ms:g} ms floor"
+        )
+        past = any(regression.large_enough(a - b, b, rule) for b, a in quantiles)
+        floor = f"past the {rule_floor}" if past else f"below the {rule_floor}: no alert expected"
+        labels = collections.Counter(
+            f"{t.label} {t.cohort}" if t.cohort else t.label for t in trials
+        )
+        expected = sum(t.expected for t in trials)
+        alerted = sum(t.label != "no_alert" for t in trials)
+        wrong = alerted - expected
+        want = f"{rollout.expected[0]} {rollout.expected[1]}"
+        print(f"{rollout.name}, {len(trials)} trials")
+        print(
+            "  the stage's true change "
+            + ", ".join(
+                f"p{level * 100:g} {c:+.0%}" for level, c in zip(levels, change, strict=True)
+            )
+            + f" ({floor})"
+        )
+        print(
+            f"  alerted {alerted} of {len(trials)}; labelled '{want}' in {expected} of "
+            f"{len(trials)} trials ({expected / len(trials):.0%}) and {expected} of the {alerted} "
+            f"that alerted ({expected / max(alerted, 1):.0%}); another label in {wrong}"
+        )
+        print(f"  labels {dict(labels)}")
+        example = next((t.message for t in trials if t.expected), "")
+        print(f"  e.g. {example!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipelines", type=int, default=2)
@@ -181,44 +233,45 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10, help="per stage, scenario, pipeline")
     parser.add_argument("--rollouts", type=int, default=10, help="per rollout and pipeline")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=PARTS,
+        default=PARTS,
+        help="run these parts only (default: all)",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     seeds = list(range(args.pipelines))
     n = len(seeds)
     with ProcessPoolExecutor(args.workers) as pool:
-        steady = pool.map(sim.false_alarm_run, seeds, [args.days] * n)
-        cycled = pool.map(
-            sim.false_alarm_run, [100 + s for s in seeds], [args.cycle_days] * n, [True] * n
-        )
-        found = pool.map(shifts, seeds, [args.trials] * n)
-        labelled = pool.map(rollouts, seeds, [args.rollouts] * n)
-        steady_runs, cycled_runs = list(steady), list(cycled)
-        found_runs, labelled_runs = list(found), list(labelled)
-    _alarm_lines("stationary diurnal traffic", steady_runs, 30)
-    _alarm_lines("daily cycle (+-30%, one stage)", cycled_runs, 7)
-    titles = {
-        "busy": "+25% shift of one stage at >= 1 request/s",
-        "low_hour": "+25% shift of one stage at the low hour (0.2 requests/s)",
-        "tail_only": "+25% on the slowest 5% of one stage at >= 1 request/s",
-    }
-    for scenario, title in titles.items():
-        _shift_lines(title, [trial for run in found_runs for trial in run[scenario]])
-    _reach_lines(seeds[0])
-    for index, rollout in enumerate(ROLLOUTS):
-        trials = [trial for run in labelled_runs for trial in run[index]]
-        labels = collections.Counter(
-            f"{t.label} {t.cohort}" if t.cohort else t.label for t in trials
-        )
-        expected = sum(t.expected for t in trials)
-        alerted = sum(t.label != "no_alert" for t in trials)
-        want = f"{rollout.expected[0]} {rollout.expected[1]}"
-        print(
-            f"{rollout.name}, {len(trials)} trials: labelled '{want}' "
-            f"{expected / len(trials):.0%} ({expected} of the {alerted} that alerted)"
-        )
-        print(f"  labels {dict(labels)}")
-        example = next((t.message for t in trials if t.message), "")
-        print(f"  e.g. {example!r}")
+        steady = cycled = found = labelled = None
+        if "stationary" in args.only:
+            steady = pool.map(sim.false_alarm_run, seeds, [args.days] * n)
+        if "cycle" in args.only:
+            cycled = pool.map(
+                sim.false_alarm_run, [100 + s for s in seeds], [args.cycle_days] * n, [True] * n
+            )
+        if "shifts" in args.only:
+            found = pool.map(shifts, seeds, [args.trials] * n)
+        if "rollouts" in args.only:
+            labelled = pool.map(rollouts, seeds, [args.rollouts] * n)
+        if steady is not None:
+            _alarm_lines("stationary diurnal traffic", list(steady), 30)
+        if cycled is not None:
+            _alarm_lines("daily cycle (+-30%, one stage)", list(cycled), 7)
+        if found is not None:
+            found_runs = list(found)
+            titles = {
+                "busy": "+25% shift of one stage at >= 1 request/s",
+                "low_hour": "+25% shift of one stage at the low hour (0.2 requests/s)",
+                "tail_only": "+25% on the slowest 5% of one stage at >= 1 request/s",
+            }
+            for scenario, title in titles.items():
+                _shift_lines(title, [trial for run in found_runs for trial in run[scenario]])
+            _reach_lines(seeds[0])
+        if labelled is not None:
+            _rollout_lines(seeds[0], list(labelled))
     print(f"wall time {time.perf_counter() - started:.0f} s, CPU {_cpu_seconds():.0f} s")
 
 

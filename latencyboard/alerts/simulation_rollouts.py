@@ -6,6 +6,7 @@ label :func:`mix.decompose` gives the stage by version at the first evaluation t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
@@ -25,7 +26,10 @@ from latencyboard.alerts.simulation_diurnal import (
 )
 from latencyboard.sketches.sketch import Sketch
 
-__all__ = ["Rollout", "RolloutTrial", "rollout_baselines", "rollout_trial"]
+__all__ = ["Rollout", "RolloutTrial", "rollout_baselines", "rollout_trial", "true_change"]
+
+_TRUE_VALUES: Final = 400_000
+"""Requests per side when :func:`true_change` measures a rollout's effect on the stage."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,23 @@ def _versioned(
     on_v8: np.ndarray = np.less(rng.random(traffic.values.shape[0]), share)
     traffic.values[on_v8, VERSION_STAGE] *= factor
     return on_v8
+
+
+def true_change(
+    pipeline: DiurnalPipeline, rng: np.random.Generator, rollout: Rollout, levels: tuple[float, ...]
+) -> tuple[tuple[float, float], ...]:
+    """``VERSION_STAGE``'s quantiles (ms) before and after the rollout at each level, over
+    every version (what the detector sees of the stage), from ``_TRUE_VALUES`` requests a
+    side: whether the rollout takes the stage past the rule's minimum effect at all."""
+    column = pipeline.values(rng, 2 * _TRUE_VALUES)[:, VERSION_STAGE]
+    before, after = column[:_TRUE_VALUES], column[_TRUE_VALUES:]
+    before[rng.random(_TRUE_VALUES) < rollout.baseline_v8_share] *= rollout.v8_factor
+    on_v8 = rng.random(_TRUE_VALUES) < rollout.v8_share
+    after[on_v8] *= rollout.v8_factor
+    after[~on_v8] *= rollout.v7_factor
+    return tuple(
+        (float(np.quantile(before, level)), float(np.quantile(after, level))) for level in levels
+    )
 
 
 def rollout_baselines(
