@@ -147,11 +147,13 @@ def _regression(
     for stage in result.stages:
         stage_id = by_name[stage.stage]
         finding = findings[stage_id]
-        if stage.tests:
-            finding.current = evidence.current_evidence(stage)
+        if not stage.tests:
+            continue
+        changes = evidence.change_intervals(stage, baselines[stage_id], windows[stage_id], detector)
+        finding.current = evidence.current_evidence(stage, changes)
         if stage.status is regression.Status.REGRESSION:
             finding.outcomes.append(lifecycle.Outcome.FIRING)
-            found = evidence.regression_evidence(stage, result)
+            found = evidence.regression_evidence(stage, result, changes)
             found["window_start"] = start.isoformat()
             found["window_end"] = end.isoformat()
             found["baseline_seasonal"] = baselines[stage_id].seasonal

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from latencyboard.alerts.burn_rate import BurnEvaluation
 from latencyboard.alerts.mix import Label, MixDecomposition
-from latencyboard.alerts.regression import Evaluation, StageResult
+from latencyboard.alerts.regression import (
+    MEDIAN,
+    Baseline,
+    Evaluation,
+    QuantileTest,
+    RegressionRule,
+    StageResult,
+)
+from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats.difference import quantile_change_intervals
 from latencyboard.stats.interval import Interval
 
 
@@ -28,7 +39,59 @@ def quantile_name(q: float) -> str:
     return f"p{q * 100:g}"
 
 
-def regression_evidence(stage: StageResult, evaluation: Evaluation) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Changes:
+    """Bounds for the change, window minus baseline, of each tested quantile (ms, by
+    quantile), simultaneous at ``confidence`` over the quantiles ``over``."""
+
+    confidence: float
+    over: tuple[float, ...]
+    bounds: Mapping[float, tuple[float, float]]
+
+
+def quoted_quantiles(rule: RegressionRule) -> tuple[float, ...]:
+    """The quantiles an alert of ``rule`` quotes: the rule's and its rank test's median."""
+    return tuple(sorted({MEDIAN, *rule.quantiles}))
+
+
+def change_intervals(
+    stage: StageResult, baseline: Baseline, window: Sketch, rule: RegressionRule
+) -> Changes:
+    """The interval of each of ``stage``'s tested quantiles' change from ``baseline`` to
+    ``window``, at ``rule``'s confidence, Bonferroni over :func:`quoted_quantiles`: compare's
+    rule (:func:`~latencyboard.stats.difference.quantile_change_intervals`, the error split
+    over the quantiles as compare splits it over its own), so compare of the same two
+    sketches over the same quantiles at the same confidence quotes the same interval.
+
+    Worked out for evidence only: the detector's decision does not use it."""
+    over = quoted_quantiles(rule)
+    qs = sorted({test.q for test in stage.tests})
+    error = (1.0 - rule.confidence) / len(over)
+    bounds = quantile_change_intervals(baseline.sketch, window, qs, error) if qs else []
+    return Changes(rule.confidence, over, dict(zip(qs, bounds, strict=True)))
+
+
+def _change(test: QuantileTest, changes: Changes) -> dict[str, Any]:
+    """``test``'s change with its interval, in ms and in percent of the baseline."""
+    low, high = changes.bounds[test.q]
+    base = test.baseline.estimate
+
+    def percent(value: float) -> float | None:
+        return _finite(100.0 * value / base) if base > 0 else None
+
+    return {
+        "low_ms": _finite(low),
+        "high_ms": _finite(high),
+        "low_percent": percent(low),
+        "high_percent": percent(high),
+        "confidence": changes.confidence,
+        "over": [quantile_name(q) for q in changes.over],
+    }
+
+
+def regression_evidence(
+    stage: StageResult, evaluation: Evaluation, changes: Changes
+) -> dict[str, Any]:
     """The figures of a firing stage's strongest test (the largest effect in ms)."""
     test = stage.strongest
     assert test is not None, "only firing stages have evidence"
@@ -45,12 +108,13 @@ def regression_evidence(stage: StageResult, evaluation: Evaluation) -> dict[str,
         "p_value": test.p_value,
         "effect_ms": test.effect_ms,
         "effect_percent": 100.0 * test.effect_relative,
+        "change_interval": _change(test, changes),
         "grew_most": evaluation.grew_most,
         "mix": None,
     }
 
 
-def current_evidence(stage: StageResult) -> dict[str, Any]:
+def current_evidence(stage: StageResult, changes: Changes) -> dict[str, Any]:
     """A tested stage's figures at every quantile this evaluation, firing or not: what an
     open alert shows as "now" beside its figures at firing."""
     return {
@@ -63,6 +127,7 @@ def current_evidence(stage: StageResult) -> dict[str, Any]:
                 "p_value": test.p_value,
                 "effect_ms": test.effect_ms,
                 "effect_percent": 100.0 * test.effect_relative,
+                "change_interval": _change(test, changes),
                 "fired": test.fired,
             }
             for test in stage.tests
@@ -103,6 +168,24 @@ def mix_evidence(attribute: str, split: MixDecomposition) -> dict[str, Any]:
             for c in split.cohorts
         ],
     }
+
+
+def _signed(value: float | None, unbounded: str, unit: str) -> str:
+    return unbounded if value is None else f"{value:+.{0 if unit == '%' else 1}f}{unit}"
+
+
+def change_words(figures: Mapping[str, Any], unit: str = "%") -> str:
+    """A quantile's change in its evidence ``figures`` (``unit`` ``"%"`` or ``" ms"``), with
+    its interval when they hold one (evidence stored before they did has none):
+    ``+45% (+30% to +61%)``, ``+12.3 ms (+8.2 ms to +16.7 ms)``."""
+    key = "percent" if unit == "%" else "ms"
+    words = _signed(figures.get(f"effect_{key}"), "n/a", unit)
+    interval = figures.get("change_interval")
+    if not interval:
+        return words
+    low = _signed(interval[f"low_{key}"], "-∞", unit)
+    high = _signed(interval[f"high_{key}"], "+∞", unit)
+    return f"{words} ({low} to {high})"
 
 
 NAMED = (Label.MIX_SHIFT, Label.MIX_SHIFT_AND_REGRESSION, Label.REGRESSION)

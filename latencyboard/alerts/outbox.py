@@ -15,6 +15,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from latencyboard.alerts.backoff import Schedule, next_delay
+from latencyboard.alerts.evidence import change_words
 from latencyboard.alerts.links import absolute, alert_links
 from latencyboard.alerts.models import AlertEvent, AlertStatus, Delivery, DeliveryStatus
 from latencyboard.notifications.delivery import deliver
@@ -46,7 +47,7 @@ def figures(evidence: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         rows += [
             (f"baseline {q}", _text(found["baseline"]["estimate"])),
             (f"current {q}", _text(found["current"]["estimate"])),
-            ("change", f"+{found['effect_percent']:.0f}% (+{found['effect_ms']:.1f} ms)"),
+            ("change", f"{change_words(found)}, {change_words(found, ' ms')}"),
             ("window", f"{found['k']} of {found['n']} above the baseline {q}"),
             ("p-value", f"{found['p_value']:.2g}"),
         ]
@@ -75,10 +76,14 @@ def numbers(evidence: dict[str, Any]) -> tuple[tuple[str, float | int | None], .
     found = evidence.get("regression")
     if not found:
         return ()
+    # Evidence stored before it held the change's interval has none: its bounds are null.
+    interval = found.get("change_interval") or {}
     return (
         ("baseline_ms", found["baseline"]["estimate"]),
         ("current_ms", found["current"]["estimate"]),
         ("effect_pct", found["effect_percent"]),
+        ("effect_pct_low", interval.get("low_percent")),
+        ("effect_pct_high", interval.get("high_percent")),
         ("p_value", found["p_value"]),
         ("n", found["n"]),
         ("k", found["k"]),

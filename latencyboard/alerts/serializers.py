@@ -60,7 +60,10 @@ class DeliverySerializer(serializers.ModelSerializer[Delivery]):
 
 class AlertSerializer(serializers.ModelSerializer[Alert]):
     """``evidence`` holds the figures at firing, ``current`` those of the latest evaluation
-    while the alert was open (at ``current_at``); ``incident`` is the id of its incident."""
+    while the alert was open (at ``current_at``); ``incident`` is the id of its incident.
+    A regression's figures carry ``change_interval``: bounds for the change in ms and in
+    percent of the baseline, at ``confidence`` simultaneous over the quantiles ``over``, the
+    interval compare quotes (absent from evidence stored before it was kept)."""
 
     pipeline = serializers.CharField(source="pipeline.__str__", read_only=True)
     pipeline_id = serializers.IntegerField(read_only=True)

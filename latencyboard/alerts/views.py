@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from latencyboard.alerts import queries, services
 from latencyboard.alerts.charts import alert_chart
+from latencyboard.alerts.evidence import change_words
 from latencyboard.alerts.forms import ChannelForm, NoteForm, RuleForm, SilenceForm
 from latencyboard.alerts.links import alert_links
 from latencyboard.alerts.models import Alert, Delivery
@@ -58,7 +59,20 @@ def _now_figures(alert: Alert) -> dict[str, Any]:
         "at": alert.current_at,
         "n": alert.current.get("n"),
         "mix": alert.current.get("mix"),
+        "change": change_words(figures),
         **figures,
+    }
+
+
+def _change_figures(alert: Alert) -> dict[str, Any]:
+    """The change at firing in words, with its interval (none for a burn-rate alert)."""
+    found = alert.evidence.get("regression")
+    if not found:
+        return {}
+    return {
+        "percent": change_words(found),
+        "ms": change_words(found, " ms"),
+        "interval": found.get("change_interval"),
     }
 
 
@@ -87,6 +101,7 @@ def alert_detail(request: HttpRequest, alert_id: int) -> HttpResponse:
             "chart": alert_chart(alert, request.user, timezone.now()),
             "expected_percent": _expected_percent(alert),
             "now": _now_figures(alert),
+            "change": _change_figures(alert),
             "silence_form": SilenceForm(),
             "note_form": NoteForm(),
         },

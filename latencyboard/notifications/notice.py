@@ -33,8 +33,9 @@ class Notice:
     resolve of one incident (every stage of it). ``url`` opens the alert on the on-call
     page; ``figures`` are its evidence as label → text (e.g. "baseline p99" → "12.1 ms"),
     ``numbers`` the same as numbers to route on (``baseline_ms``, ``current_ms``,
-    ``effect_pct``, ``p_value``, ``n``, ``k``), ``links`` name → absolute URL (the pipeline
-    around the alert, exemplar traces of its window).
+    ``effect_pct`` with its interval's ``effect_pct_low`` and ``effect_pct_high``,
+    ``p_value``, ``n``, ``k``), ``links`` name → absolute URL (the pipeline around the
+    alert, exemplar traces of its window).
     """
 
     dedup_key: str

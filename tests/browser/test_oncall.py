@@ -52,6 +52,11 @@ def test_oncall_sees_the_firing_alert_with_its_evidence_and_acknowledges_it(
     found = alert.evidence["regression"]
     assert page.inner_text("#baseline-figure") == f"{found['baseline']['estimate']:.1f} ms"
     assert page.inner_text("#current-figure") == f"{found['current']['estimate']:.1f} ms"
+    interval = found["change_interval"]
+    assert page.inner_text("#effect-figure") == (
+        f"{found['quantile']} +{found['effect_percent']:.0f}% "
+        f"(+{interval['low_percent']:.0f}% to +{interval['high_percent']:.0f}%)"
+    )
     page.click("#ack-button")
     page.wait_for_selector("#alert-status:text('Acknowledged')")
     assert user.get_username() in page.inner_text("#history")

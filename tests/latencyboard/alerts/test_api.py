@@ -18,6 +18,7 @@ from latencyboard.alerts.models import (
     Incident,
     Rule,
 )
+from latencyboard.alerts.outbox import event_notice
 from latencyboard.alerts.services import record_event
 from latencyboard.teams.models import Role
 from tests.factories import incident_for, make_team, make_user
@@ -273,6 +274,25 @@ def test_viewer_page_shows_no_buttons_and_responder_page_does(client):
     assert 'id="ack-button"' not in viewer_page
     assert 'id="read-only"' in viewer_page
     assert 'id="ack-button"' in oncall_page
+
+
+def test_an_alert_stored_before_its_evidence_held_the_change_interval_still_shows(client):
+    # Given an alert whose stored evidence has no change interval (written before it was kept).
+    scene = make_scene()
+    alert = firing(scene)
+    assert "change_interval" not in alert.evidence["regression"]
+    client.force_login(make_user(scene.team, Role.VIEWER))
+
+    page = client.get(reverse("alerts:detail", kwargs={"alert_id": alert.pk}))
+    api = client.get(reverse("api-alert", kwargs={"alert_id": alert.pk}))
+    notice = event_notice(alert.events.get())
+
+    # Then the page, the API and the notification show the change without one.
+    assert (page.status_code, api.status_code) == (200, 200)
+    assert '<dd id="effect-figure">p99 +50%</dd>' in page.content.decode()
+    assert api.json()["evidence"]["regression"]["effect_percent"] == 50.0
+    assert dict(notice.figures)["change"] == "+50%, +10.0 ms"
+    assert dict(notice.numbers)["effect_pct_low"] is None
 
 
 def test_admin_creates_a_rule_and_a_viewer_cannot(client):

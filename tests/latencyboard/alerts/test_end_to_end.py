@@ -109,6 +109,8 @@ def test_one_regression_is_one_incident_told_once_acknowledged_and_resolved_ever
             "baseline_ms",
             "current_ms",
             "effect_pct",
+            "effect_pct_low",
+            "effect_pct_high",
             "p_value",
             "n",
             "k",

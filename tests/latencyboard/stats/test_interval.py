@@ -8,7 +8,13 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from latencyboard.alerts.regression import Baseline, Method, RegressionRule, evaluate
+from latencyboard.alerts.evidence import (
+    change_intervals,
+    current_evidence,
+    quantile_name,
+    regression_evidence,
+)
+from latencyboard.alerts.regression import Baseline, RegressionRule, evaluate
 from latencyboard.compare.stats import Change, compare_sketches
 from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
@@ -52,28 +58,48 @@ def test_too_few_values_leave_a_side_open() -> None:
     assert 97.0 / (1 + 2 * RELATIVE_ERROR) <= p99.low <= 97.0
 
 
-@pytest.mark.parametrize("q", [0.5, 0.95, 0.99])
-def test_compare_and_an_alert_over_the_same_sketches_quote_the_same_interval(q: float) -> None:
+@pytest.mark.parametrize(
+    ("rule_quantiles", "quoted", "confidence"),
+    [
+        # compare's own quantiles, at compare's confidence
+        ((0.5, 0.95, 0.99), (0.5, 0.95, 0.99), 0.95),
+        # an alert rule's, which quotes its rank test's median beside them
+        ((0.9, 0.95, 0.99), (0.5, 0.9, 0.95, 0.99), 0.975),
+    ],
+)
+def test_compare_and_an_alert_over_the_same_sketches_quote_the_same_change_interval(
+    rule_quantiles: tuple[float, ...], quoted: tuple[float, ...], confidence: float
+) -> None:
     # given a week of a stage's latencies and a slower window of it, as sketches
     rng = np.random.default_rng(23)
     week = Sketch.from_values(rng.lognormal(np.log(20.0), 0.5, 20_000))
     window = Sketch.from_values(1.5 * rng.lognormal(np.log(20.0), 0.5, 3_000))
-    # when the regression detector tests the window against the week, quoting 97.5%
-    # intervals of each side as its evidence
-    rule = RegressionRule(quantiles=(q,), confidence=0.975)
+    # when the regression detector tests the window against the week and its alert's
+    # evidence is written, at firing and as the latest figures
+    rule = RegressionRule(quantiles=rule_quantiles, confidence=confidence)
     baseline = Baseline(week, WEEK_END - dt.timedelta(days=7), WEEK_END)
-    (stage,) = evaluate({"model_forward": baseline}, {"model_forward": window}, rule).firing
-    (alert,) = (test for test in stage.tests if test.q == q and test.method is Method.COUNT)
-    # and compare is asked about the same two at 95% for the change
-    (delta,) = compare_sketches(week, window, quantiles=(q,), confidence=0.95).quantiles
-    # then compare quotes the alert's estimates, and its interval of the change, both sides
-    # joined in one procedure, lies within the alert's two intervals subtracted (the sum of
-    # two intervals at half the error each), on the same side of 0
-    assert (delta.a_ms, delta.b_ms) == (alert.baseline.estimate, alert.current.estimate)
-    assert delta.ci_low_ms is not None
-    assert delta.ci_high_ms is not None
-    assert delta.delta_ms is not None
-    assert alert.current.low - alert.baseline.high < delta.ci_low_ms
-    assert delta.ci_high_ms < alert.current.high - alert.baseline.low
-    assert 0 < delta.ci_low_ms < delta.delta_ms < delta.ci_high_ms
-    assert delta.change is Change.SLOWER
+    evaluation = evaluate({"model_forward": baseline}, {"model_forward": window}, rule)
+    (stage,) = evaluation.firing
+    changes = change_intervals(stage, baseline, window, rule)
+    fired = regression_evidence(stage, evaluation, changes)
+    latest = current_evidence(stage, changes)["quantiles"]
+    # and compare is asked about the same two sketches, quantiles and confidence
+    compared = compare_sketches(week, window, quantiles=quoted, confidence=confidence)
+    # then the alert quotes every one of those quantiles' change with compare's interval,
+    # to the last digit, and says at which confidence and over which quantiles
+    assert set(latest) == {quantile_name(q) for q in quoted}
+    for delta in compared.quantiles:
+        figures = latest[quantile_name(delta.q)]
+        interval = figures["change_interval"]
+        assert (figures["effect_ms"], interval["low_ms"], interval["high_ms"]) == (
+            delta.delta_ms,
+            delta.ci_low_ms,
+            delta.ci_high_ms,
+        )
+        assert (interval["confidence"], interval["over"]) == (
+            confidence,
+            [quantile_name(q) for q in quoted],
+        )
+        assert delta.change is Change.SLOWER
+    # and the evidence at firing quotes its quantile's interval too
+    assert fired["change_interval"] == latest[fired["quantile"]]["change_interval"]
