@@ -429,6 +429,10 @@ PIPELINE_MAX_STAGES = env_int("PIPELINE_MAX_STAGES", 32, minimum=1, maximum=1000
 WEB_TEAM_MAX_HEAVY_REQUESTS = env_int("WEB_TEAM_MAX_HEAVY_REQUESTS", 1, minimum=1, maximum=1000)
 # How long a heavy read beyond that bound waits for a slot (no CPU) before its 429.
 WEB_HEAVY_WAIT_SECONDS = env_int("WEB_HEAVY_WAIT_SECONDS", 5, minimum=0)
+# While other teams use a web process, a team whose heavy reads took more than this share of
+# its last ~10 s there keeps its slot for a rest after each read, so its reads run at most this
+# share of the time (web/heavy_share.py): back to back they would slow the others' pages.
+WEB_TEAM_HEAVY_SHARE_PERCENT = env_int("WEB_TEAM_HEAVY_SHARE_PERCENT", 10, minimum=1, maximum=100)
 # Any statement of the web process (pages, API, live sockets) is cancelled after this long (0:
 # never) and answered 503 with Retry-After: no read holds a connection and a core for minutes.
 WEB_STATEMENT_TIMEOUT_SECONDS = env_int("WEB_STATEMENT_TIMEOUT_SECONDS", 30, minimum=0)

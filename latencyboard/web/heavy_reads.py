@@ -37,7 +37,8 @@ from rest_framework.response import Response
 
 from latencyboard.storage import heavy_read_lock
 from latencyboard.teams.queries import teams_of
-from latencyboard.web.in_flight import team_ids
+from latencyboard.web.heavy_share import SHARES
+from latencyboard.web.in_flight import started_at, team_ids
 
 RETRY_AFTER_SECONDS: Final = 1
 
@@ -78,19 +79,32 @@ def _take(team: int, deadline: float) -> tuple[int, int] | None:
 
 
 @contextmanager
-def team_slots(teams: Iterable[int]) -> Iterator[None]:
+def team_slots(teams: Iterable[int], since: float | None = None) -> Iterator[None]:
     """Hold one heavy-read slot of each of ``teams`` for the block; raise :class:`Busy` on
     entry when one of them has none left within ``WEB_HEAVY_WAIT_SECONDS``. Teams are taken
-    in order, so that users sharing teams never wait for each other in a cycle."""
+    in order, so that users sharing teams never wait for each other in a cycle. A team over
+    its share of the process's time keeps them for a rest after the block, in proportion to
+    the block's time and, given ``since`` (the request's start), the request's before it asked
+    for them (:mod:`.heavy_share`)."""
     deadline = time.monotonic() + settings.WEB_HEAVY_WAIT_SECONDS
     held: list[tuple[int, int]] = []
+    ordered = sorted(set(teams))
+    waiting = time.monotonic()
     try:
-        for team in sorted(set(teams)):
+        for team in ordered:
             key = _take(team, deadline)
             if key is None:
                 raise Busy
             held.append(key)
-        yield
+        taken = time.monotonic()
+        try:
+            yield
+        finally:
+            # The read's time: its request's before the slots were asked for, and the block.
+            ended = time.monotonic()
+            seconds = ended - taken + (0 if since is None else waiting - since)
+            share = settings.WEB_TEAM_HEAVY_SHARE_PERCENT / 100
+            time.sleep(SHARES.rest(ordered, seconds, ended, share))
     finally:
         _release(held)
 
@@ -119,7 +133,7 @@ def heavy_read(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
     def bounded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         with ExitStack() as held:
             try:
-                held.enter_context(team_slots(team_ids(request)))
+                held.enter_context(team_slots(team_ids(request), started_at(request)))
             except Busy as busy:
                 response = JsonResponse({"detail": str(busy)}, status=429)
                 response["Retry-After"] = str(RETRY_AFTER_SECONDS)
@@ -139,7 +153,7 @@ class HeavyRead:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
         held = ExitStack()
         try:
-            held.enter_context(team_slots(team_ids(request)))
+            held.enter_context(team_slots(team_ids(request), started_at(request)))
         except Busy as busy:
             raise Throttled(wait=RETRY_AFTER_SECONDS, detail=str(busy)) from None
         self._held = held

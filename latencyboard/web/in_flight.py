@@ -12,6 +12,7 @@ requests are not counted (sign-in has its own lockout).
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import ClassVar, Final
@@ -20,9 +21,11 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from latencyboard.teams.queries import teams_of
+from latencyboard.web.heavy_share import SHARES
 
 RETRY_AFTER_SECONDS: Final = 1
 _TEAMS: Final = "_latencyboard_team_ids"
+_STARTED: Final = "_latencyboard_started"
 
 
 def team_ids(request: HttpRequest) -> list[int]:
@@ -35,6 +38,11 @@ def team_ids(request: HttpRequest) -> list[int]:
     return ids
 
 
+def started_at(request: HttpRequest) -> float | None:
+    """When the request was taken in (monotonic seconds), once counted here."""
+    return getattr(request, _STARTED, None)
+
+
 class TeamRequestsInFlight:
     """Middleware (after authentication) counting each team's requests in this process."""
 
@@ -45,7 +53,10 @@ class TeamRequestsInFlight:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.monotonic()
+        setattr(request, _STARTED, started)
         teams = team_ids(request)
+        SHARES.saw(teams, started)
         bound = settings.WEB_TEAM_MAX_REQUESTS
         with self._lock:
             if any(self._in_flight[team] >= bound for team in teams):
