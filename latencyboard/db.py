@@ -80,6 +80,10 @@ def pool_options(size: int, wait_seconds: int) -> dict[str, Any]:
 when it is up (see :mod:`latencyboard.db_router`), else the primary's ``connection``."""
 
 
+_DJANGO_OPTIONS = frozenset({"assume_role", "isolation_level", "pool", "server_side_binding"})
+"""Keys of a database's ``OPTIONS`` that Django's backend takes for itself, not libpq."""
+
+
 def conninfo(alias: str = "default") -> str:
     """A libpq connection string for the Django database ``alias``."""
     db = settings.DATABASES[alias]
@@ -89,7 +93,7 @@ def conninfo(alias: str = "default") -> str:
         "dbname": db.get("NAME") or None,
         "user": db.get("USER") or None,
         "password": db.get("PASSWORD") or None,
-        **db.get("OPTIONS", {}),
+        **{k: v for k, v in db.get("OPTIONS", {}).items() if k not in _DJANGO_OPTIONS},
     }
     return make_conninfo(**{k: v for k, v in params.items() if v is not None})
 

@@ -21,9 +21,11 @@ from psycopg_pool import ConnectionPool
 
 from latencyboard import db
 from latencyboard.local.embedded import free_port
+from latencyboard.pipelines.models import Pipeline
 from latencyboard.storage import heavy_read_lock
 from latencyboard.web import heavy_reads
-from tests.factories import make_team, make_user
+from tests.factories import make_team, make_team_with_token, make_user
+from tests.ingest.otlp import SpanSpec, export_request
 from tests.latencyboard.test_heavy_reads import wait_for_lock_waiters
 from tests.support import PYTHON, start_process, stop_process
 
@@ -81,6 +83,22 @@ def test_the_web_serves_its_requests_over_the_connections_of_its_pool(web, test_
     assert first
     assert first <= after
     assert len(after - first) <= 2
+
+
+def test_the_pooled_web_takes_otlp_exports(web):
+    # given a team's ingest token and one span, sent to the web's own OTLP/HTTP endpoint
+    tenant = make_team_with_token()
+    body = export_request(SpanSpec(), service="pooled-web").SerializeToString()
+    headers = {"content-type": "application/x-protobuf", "x-latencyboard-token": tenant.token}
+    conn = http.client.HTTPConnection("127.0.0.1", web, timeout=60)
+    conn.request("POST", "/v1/traces", body=body, headers={**headers, "host": "localhost"})
+    answer = conn.getresponse()
+    answer.read()
+    conn.close()
+
+    # then it is taken, and the span is stored for the team
+    assert answer.status == 200
+    assert Pipeline.objects.filter(team=tenant.team, service_name="pooled-web").exists()
 
 
 def test_a_connection_goes_back_to_the_pool_without_its_advisory_locks(test_database_url):
