@@ -94,18 +94,27 @@ def _export(server: IngestServer, token: str, spans: int = 2, payload: int = 0) 
 
 
 def _trickle_until_answered(sock: socket.socket, data: bytes, every_s: float) -> bytes:
-    """Send ``data`` ten bytes every ``every_s`` until the server answers or closes."""
+    """Send ``data`` ten bytes every ``every_s`` until the server answers or closes; the
+    whole answer (the server closes the connection after it)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         readable, _, _ = select.select([sock], [], [], every_s)
         if readable:
-            return sock.recv(65536)
+            return _until_closed(sock, deadline)
         try:
             sock.sendall(data[:10])
         except (BrokenPipeError, ConnectionResetError):
             return b""
         data = data[10:]
     raise AssertionError("the server neither answered nor closed the connection")
+
+
+def _until_closed(sock: socket.socket, deadline: float) -> bytes:
+    answer = b""
+    sock.settimeout(max(deadline - time.monotonic(), 1.0))
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
 
 
 def test_uploads_that_declare_huge_bodies_and_send_none_hold_nothing(fairness_server, connect):
