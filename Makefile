@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # Test processes: each starts its own PostgreSQL and Redis, so they share nothing. A module's
 # tests that share a module-scoped fixture stay in one process (tests/conftest.py), and tests
 # are handed out in the order tests/browser/conftest.py sets (browser tests last).
-TEST_PROCESSES ?= 2
+TEST_PROCESSES ?= 3
 
 .PHONY: run test lint bench-ingest bench-percentiles bench-soak bench-detector bench-compare-coverage bench-capacity bench-retention bench-fairness clean
 
