@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +176,36 @@ def scratch_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="latencyboard-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flushes_retried_past_deadlocks() -> Iterator[None]:
+    """The flush after a transactional test truncates every table. A request the live web
+    process is still answering for a browser test that has ended can hold one table while
+    waiting for another, and PostgreSQL then cancels one of the two: when it is the flush,
+    it is run again (its transaction was rolled back whole)."""
+    from django.core.management.base import CommandError
+    from django.db import OperationalError
+    from django.test import testcases
+
+    original = testcases.TransactionTestCase._fixture_teardown  # type: ignore[attr-defined]
+
+    def teardown(self: testcases.TransactionTestCase) -> None:
+        for attempt in range(5):
+            try:
+                original(self)
+                return
+            except CommandError as error:
+                deadlock = isinstance(error.__cause__, OperationalError) and isinstance(
+                    error.__cause__.__cause__, psycopg.errors.DeadlockDetected
+                )
+                if not deadlock or attempt == 4:
+                    raise
+                time.sleep(0.5)
+
+    setattr(testcases.TransactionTestCase, "_fixture_teardown", teardown)  # noqa: B010
+    yield
+    setattr(testcases.TransactionTestCase, "_fixture_teardown", original)  # noqa: B010
 
 
 @pytest.fixture(autouse=True)
