@@ -332,8 +332,8 @@ def verdict(attacks: dict[str, dict[str, Any]], args: argparse.Namespace) -> int
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--slice-seconds", type=float, default=15)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--slice-seconds", type=float, default=20)
     parser.add_argument("--rate", type=float, default=4, help="team A's exports/s per protocol")
     parser.add_argument("--attacks", nargs="*", default=list(ATTACKS), choices=ATTACKS)
     return run(parser.parse_args())
