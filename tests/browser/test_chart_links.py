@@ -26,7 +26,7 @@ def test_a_stage_named_with_a_link_is_drawn_as_text_in_every_chart(
     # when the member opens the pipeline, and its charts are drawn
     open_pipeline(page, live_web, demo.fraud)
     page.wait_for_function(
-        "['chart-percentiles', 'chart-breakdown', 'chart-shares'].every("
+        "() => ['chart-percentiles', 'chart-breakdown', 'chart-shares'].every("
         "(id) => document.getElementById(id).querySelector('.main-svg'))"
     )
     screenshot(page, "chart-links")

@@ -89,7 +89,7 @@ def open_pipeline(page, live_web, pipeline: Pipeline, query: str = "") -> None:
 def plotted(page, chart: str) -> list[dict]:
     """The traces of a Plotly chart, as the page drew them (once it has drawn them: the page
     may be marked loaded a moment before a chart's draw finishes)."""
-    page.wait_for_function(f"document.getElementById({chart!r})?.data !== undefined")
+    page.wait_for_function(f"() => document.getElementById({chart!r})?.data !== undefined")
     return page.evaluate(
         f"""Array.from(document.getElementById({chart!r}).data, (t) => ({{
             name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || []),
