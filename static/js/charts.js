@@ -286,19 +286,41 @@
     });
   }
 
-  /** GET JSON with the session cookie; throws with the API's detail on an error status. */
+  /** How often, and after how long at most, a busy answer is asked again. */
+  const BUSY_RETRIES = 5;
+  const BUSY_WAIT_MAX_S = 10;
+
+  /** Seconds a 429 or 503 asks to wait (its Retry-After), or null for any other answer. */
+  function busyFor(response) {
+    if (response.status !== 429 && response.status !== 503) return null;
+    const seconds = Number(response.headers.get("Retry-After"));
+    return response.headers.has("Retry-After") && Number.isFinite(seconds) && seconds >= 0
+      ? Math.min(seconds, BUSY_WAIT_MAX_S) : null;
+  }
+
+  /** GET JSON with the session cookie; throws with the API's detail on an error status. A
+   * team's heavy reads are served a few at a time, so a page's charts may be told to come
+   * back (429 or 503 with Retry-After): they ask again after the wait named, up to
+   * BUSY_RETRIES times, before the error is shown. */
   async function getJson(url, params) {
     const query = new URLSearchParams(params || {});
-    const response = await fetch(`${url}?${query}`, {
-      credentials: "same-origin",
-      headers: { Accept: "application/json" },
-    });
-    if (!response.ok) {
-      let detail = response.statusText;
-      try { detail = JSON.stringify(await response.json()); } catch (_) { /* not JSON */ }
-      throw new Error(`${response.status} ${detail}`);
+    for (let attempt = 0; ; attempt += 1) {
+      const response = await fetch(`${url}?${query}`, {
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      });
+      const wait = busyFor(response);
+      if (wait !== null && attempt < BUSY_RETRIES) {
+        await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+        continue;
+      }
+      if (!response.ok) {
+        let detail = response.statusText;
+        try { detail = JSON.stringify(await response.json()); } catch (_) { /* not JSON */ }
+        throw new Error(`${response.status} ${detail}`);
+      }
+      return response.json();
     }
-    return response.json();
   }
 
   window.LB = window.LB || {};
