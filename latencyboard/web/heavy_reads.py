@@ -86,10 +86,10 @@ def team_slots(teams: Iterable[int], since: float | None = None) -> Iterator[Non
     its share of the process's time keeps them for a rest after the block, in proportion to
     the block's time and, given ``since`` (the request's start), the request's before it asked
     for them (:mod:`.heavy_share`)."""
-    deadline = time.monotonic() + settings.WEB_HEAVY_WAIT_SECONDS
+    waiting = time.monotonic()
+    deadline = waiting + settings.WEB_HEAVY_WAIT_SECONDS
     held: list[tuple[int, int]] = []
     ordered = sorted(set(teams))
-    waiting = time.monotonic()
     try:
         for team in ordered:
             key = _take(team, deadline)

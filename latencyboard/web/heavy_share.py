@@ -56,7 +56,8 @@ class Shares:
                 busy = busy * math.exp(-(now - at) / WINDOW_SECONDS) + seconds
                 self._busy[team] = (busy, now)
                 others = any(
-                    other != team and now - at <= WINDOW_SECONDS for other, at in self._seen.items()
+                    other != team and now - seen <= WINDOW_SECONDS
+                    for other, seen in self._seen.items()
                 )
                 if others and busy / WINDOW_SECONDS > share:
                     rest = max(rest, min(seconds * (1 / share - 1), WINDOW_SECONDS))
