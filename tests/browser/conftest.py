@@ -8,6 +8,7 @@ browser of its own.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -134,6 +135,16 @@ def screenshot(page: object, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
     return path
+
+
+def answered(page: object, url_pattern: str) -> Any:
+    """Expect the first successful answer to a request whose URL matches ``url_pattern``: a
+    chart told to come back (429 while its team's reads are busy) asks again, so its first
+    answer may not be the one it draws."""
+    pattern = re.compile(url_pattern)
+    return page.expect_response(  # type: ignore[attr-defined]
+        lambda r: r.ok and pattern.search(r.url) is not None, timeout=60_000
+    )
 
 
 def log_in(page: object, live_web: LiveWeb, username: str, password: str = PASSWORD) -> None:

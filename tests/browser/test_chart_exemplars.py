@@ -16,7 +16,7 @@ from latencyboard.demo.profiles import MODEL_FORWARD
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.traces import ids
 from latencyboard.traces.exemplar_queries import EXEMPLAR_COUNT
-from tests.browser.conftest import ARTIFACTS, log_in, screenshot
+from tests.browser.conftest import ARTIFACTS, answered, log_in, screenshot
 from tests.browser.test_dashboards import Demo, demo, open_pipeline  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +44,7 @@ def traffic(demo: Demo) -> Traffic:  # noqa: F811
 
 def open_at_p99(page: Any, live_web: Any, pipeline: Pipeline) -> dict[str, Any]:
     """Open the pipeline page (24 hours in 15-minute steps, p99); the percentiles API's answer."""
-    with page.expect_response(lambda r: "/percentiles/" in r.url) as answer:
+    with answered(page, r"/percentiles/") as answer:
         open_pipeline(page, live_web, pipeline)
     body: dict[str, Any] = answer.value.json()
     return body

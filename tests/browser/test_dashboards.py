@@ -21,7 +21,7 @@ from latencyboard.rollups.stage_share_services import compute_stage_shares
 from latencyboard.sla.models import Objective
 from latencyboard.sla.services import create_objective
 from latencyboard.teams.models import Role, Team
-from tests.browser.conftest import ARTIFACTS, PASSWORD, log_in, screenshot
+from tests.browser.conftest import ARTIFACTS, PASSWORD, answered, log_in, screenshot
 from tests.factories import make_team, make_user
 from tests.latencyboard.test_compare import write_spans
 from tests.snapshots import Seeds
@@ -121,7 +121,7 @@ def test_pipeline_page_plots_what_the_apis_answer(page, live_web, demo):
     log_in(page, live_web, demo.member)
 
     # when the member opens fraud-scorer's page (24 hours, p99 by default)
-    with page.expect_response(lambda r: "/percentiles/" in r.url) as answer:
+    with answered(page, r"/percentiles/") as answer:
         open_pipeline(page, live_web, demo.fraud)
     api = answer.value.json()
     screenshot(page, "pipeline")
@@ -180,7 +180,7 @@ def test_switching_window_and_percentile_redraws_from_the_api(page, live_web, de
     open_pipeline(page, live_web, demo.fraud)
 
     # when the member picks 7 days at p50
-    with page.expect_response(lambda r: "/percentiles/" in r.url and "step=1h" in r.url) as answer:
+    with answered(page, r"/percentiles/.*step=1h") as answer:
         page.click("#window-picker button[data-window='7d']")
     page.wait_for_selector("body[data-loaded='7d']:not(.loading)")
     page.click("#percentile-picker button[data-key='p50']")
@@ -198,7 +198,7 @@ def test_cache_hit_breakdown(page, live_web, demo):
     log_in(page, live_web, demo.member)
     open_pipeline(page, live_web, demo.fraud, "?window=6h")
 
-    with page.expect_response(lambda r: "/attributes/" in r.url and "key=cache_hit" in r.url):
+    with answered(page, r"/attributes/.*key=cache_hit"):
         page.select_option("#attribute-picker", "cache_hit")
     # A function, not an expression: the page's CSP (no 'unsafe-eval') refuses eval'd strings.
     page.wait_for_function(

@@ -20,7 +20,7 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla.models import SlaMinute
 from latencyboard.teams.models import Membership, Role, Team
 from latencyboard.teams.services import add_member
-from tests.browser.conftest import PASSWORD, log_in
+from tests.browser.conftest import PASSWORD, answered, log_in
 from tests.browser.test_dashboards import demo, open_pipeline, plotted  # noqa: F401 - the fixture
 from tests.browser.test_llm_pages import llm  # noqa: F401 - the fixture
 from tests.browser.test_oncall import fired
@@ -82,7 +82,7 @@ def test_pipeline_page_has_the_slo_line_and_requests_and_errors_on_the_same_axis
 ):
     log_in(page, live_web, demo.member)
 
-    with page.expect_response(lambda r: "/percentiles/" in r.url) as answer:
+    with answered(page, r"/percentiles/") as answer:
         open_pipeline(page, live_web, demo.fraud)
     api = answer.value.json()
 
