@@ -14,10 +14,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
 from ingest.limits import Converter, Limits, Sizer, cap_attributes
 from ingest.values import pb_size, pb_value
+from ingest.wire import key_value
 
 __all__ = ["RawEvent", "SpanEvent", "cap_events", "event_limits", "from_protobuf"]
 
@@ -73,14 +72,15 @@ def cap_events(
 
 
 def from_protobuf(
-    pb_events: Sequence[Span.Event], sdk_dropped: int, limits: Limits
+    pb_events: Sequence[Any], sdk_dropped: int, limits: Limits
 ) -> tuple[tuple[SpanEvent, ...], int]:
-    """:func:`cap_events` of a protobuf span's ``events``."""
+    """:func:`cap_events` of a span's ``events`` as :mod:`ingest.wire` reads them (raises
+    ``DecodeError`` for a malformed attribute)."""
     raw = [
         RawEvent(
             event.time_unix_nano,
-            event.name,
-            {kv.key: kv.value for kv in event.attributes},
+            event.name.decode("utf-8", "replace"),
+            {pair.key: pair.value for pair in map(key_value, event.attributes)},
             event.dropped_attributes_count,
         )
         for event in pb_events

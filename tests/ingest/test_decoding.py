@@ -26,7 +26,6 @@ from ingest.decoding import (
     DecodeError,
     Limits,
     decode_protobuf,
-    decode_request,
 )
 from ingest.otlp_json import decode_json
 
@@ -218,18 +217,6 @@ def test_protobuf_round_trip_keeps_every_field() -> None:
         rejected_spans=0,
         error_message="",
     )
-
-
-def test_decode_request_accepts_a_parsed_message() -> None:
-    # Given an already-parsed message, as the gRPC servicer receives it
-    request = make_request(make_span())
-
-    # When it is decoded without serialising
-    export = decode_request(request, now_ns=NOW, limits=Limits())
-
-    # Then it matches the protobuf body path
-    assert export == decode_protobuf(request.SerializeToString(), now_ns=NOW)
-    assert only_span(export).span_id == SPAN_ID
 
 
 def test_spans_of_several_resources_and_scopes_keep_their_own_resource() -> None:
@@ -969,3 +956,16 @@ def test_nul_in_strings_bound_for_text_columns_becomes_a_replacement_character()
             decoded.status_message,
         ) == ("rank\ufffder", "pr\ufffdd", "ra\ufffdnk", "model\ufffdforward", "oo\ufffdm")
         assert decoded.attributes["inference.stage"] == "model\x00forward"
+
+
+def test_a_malformed_attribute_rejects_its_span_only() -> None:
+    # given two spans, the first with an attribute whose value claims 5 bytes in its 3
+    request = make_request(make_span(attributes={"marker": "x"}), make_span(span_id=PARENT_ID))
+    body = request.SerializeToString().replace(b"marker\x12\x03\n\x01x", b"marker\x12\x03\n\x05x")
+
+    # when the body is decoded
+    export = decode_protobuf(body, now_ns=NOW)
+
+    # then the other span is kept and the first rejected with the reason
+    assert [span.span_id for span in export.spans] == [PARENT_ID]
+    assert export.error_message == "1 span rejected: 1 malformed attribute"

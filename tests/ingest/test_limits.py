@@ -110,11 +110,12 @@ def test_four_million_element_array_is_refused_without_building_it():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
 
-    # then the attribute is dropped and counted, quickly, and no Python list of it was made
-    # (tracemalloc sees Python objects, not the protobuf runtime's own arena)
+    # then the attribute is dropped and counted, quickly, and no Python list of it was made:
+    # Python holds its wire bytes once (tracemalloc sees Python objects, not the protobuf
+    # runtime's own arena), where a list would take twice that in pointers alone
     [span] = export.spans
     assert (span.attributes, span.dropped_attributes) == ({}, 1)
-    assert peak < 1024 * 1024
+    assert peak < len(body) + 1024 * 1024
     assert elapsed < 2.0
 
 

@@ -1,5 +1,5 @@
 """Strings PostgreSQL cannot hold, through the live OTLP/HTTP listener and the web app's route:
-a lone UTF-16 surrogate in OTLP/JSON, invalid UTF-8 in protobuf."""
+a lone UTF-16 surrogate in OTLP/JSON, invalid UTF-8 in protobuf: both replaced, the batch kept."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 from google.protobuf import json_format
-from google.rpc.status_pb2 import Status
 
 from latencyboard.spans.models import Span
+from latencyboard.storage import span_events
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import SpanSpec, export_request, post
 
@@ -80,12 +80,16 @@ def test_lone_surrogate_in_json_is_replaced_on_the_web_route(client):
     _assert_bad_span_stored_with_replacement(tenant.team.id)
 
 
-def test_invalid_utf8_in_a_protobuf_string_is_400_and_stores_nothing(ingest_server):
-    # given a protobuf batch whose span name holds bytes that are not UTF-8 (proto3 strings
-    # must be UTF-8, so the message itself cannot be decoded)
+def test_invalid_utf8_in_protobuf_strings_is_replaced_and_the_batch_kept(ingest_server):
+    # given a protobuf batch of ten valid spans and one whose name, status message, attribute
+    # key and value and event name hold bytes that are not UTF-8 (proto3 forbids them)
     tenant = make_team_with_token()
-    body = export_request(SpanSpec(name="bad\x01"), SpanSpec()).SerializeToString()
-    body = body.replace(b"bad\x01", b"bad\xff")
+    bad = SpanSpec(name="bad\x01", attributes={"bad\x01": "bad\x01", "ok": "x"})
+    request = export_request(bad, *[SpanSpec() for _ in range(10)])
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    span.status.message = "bad\x01"
+    span.events.add(time_unix_nano=span.start_time_unix_nano, name="bad\x01")
+    body = request.SerializeToString().replace(b"bad\x01", b"bad\xff")
 
     # when it is posted
     reply = post(
@@ -94,9 +98,10 @@ def test_invalid_utf8_in_a_protobuf_string_is_400_and_stores_nothing(ingest_serv
         {"content-type": PROTOBUF, "authorization": f"Bearer {tenant.token}"},
     )
 
-    # then it is a permanent 400 (INVALID_ARGUMENT) naming the cause, and nothing is stored
-    assert reply.status == 400
-    status = Status.FromString(reply.body)
-    assert status.code == 3
-    assert "invalid protobuf ExportTraceServiceRequest" in status.message
-    assert Span.objects.filter(team_id=tenant.team.id).count() == 0
+    # then all 11 spans are stored, each invalid byte replaced by U+FFFD as in OTLP/JSON
+    assert reply.status == 200
+    assert Span.objects.filter(team_id=tenant.team.id).count() == 11
+    stored = Span.objects.get(team_id=tenant.team.id, name=FIXED)
+    assert (stored.status_message, stored.attributes) == (FIXED, {FIXED: FIXED, "ok": "x"})
+    events = span_events.trace_events([tenant.team.id], stored.trace_id)
+    assert [event.name for found in events.values() for event in found.events] == [FIXED]
