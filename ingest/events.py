@@ -1,8 +1,10 @@
 """Span events as ingest keeps them: name, time and capped attributes (pure: no Django).
 
 An event (``span.add_event``, ``span.record_exception``, Triton's ``QUEUE_START``) is kept with
-the OpenTelemetry SDK's limits: at most ``Limits.max_events`` per span, the newest (the SDK's
-bounded list drops the oldest), and ``Limits.max_event_attributes`` attributes per event,
+the OpenTelemetry SDK's limits: at most ``Limits.max_events`` per span and
+``Limits.max_event_attributes`` attributes per event. Past the count, what explains the span is
+kept: its ``exception`` events first, then the earliest and the latest of the others, half the
+room each (a stage's start and end events; the middle of a long loop says least),
 each capped like a span attribute (value length, items, depth, byte budget). What is cut is
 counted, with what the sending SDK reports it dropped, in the span's ``dropped_events`` and
 each event's ``dropped_attributes``.
@@ -11,14 +13,16 @@ each event's ``dropped_attributes``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ingest.limits import Converter, Limits, Sizer, cap_attributes
 from ingest.values import pb_size, pb_value
 from ingest.wire import key_value
 
-__all__ = ["RawEvent", "SpanEvent", "cap_events", "event_limits", "from_protobuf"]
+__all__ = ["EXCEPTION", "RawEvent", "SpanEvent", "cap_events", "event_limits", "from_protobuf"]
+
+EXCEPTION = "exception"  # the semantic conventions' event of span.record_exception
 
 
 class SpanEvent(NamedTuple):
@@ -54,7 +58,7 @@ def cap_events(
     """The events a span keeps and how many it lacks (``sdk_dropped`` included);
     ``limits`` are :func:`event_limits`'s."""
     keep = limits.max_events
-    kept: Iterable[RawEvent] = raw[len(raw) - keep :] if len(raw) > keep else raw
+    kept = _kept(raw, keep) if len(raw) > keep else raw
     max_len = limits.max_value_length
     events = []
     for event in kept:
@@ -69,6 +73,18 @@ def cap_events(
             )
         )
     return tuple(events), sdk_dropped + max(0, len(raw) - keep)
+
+
+def _kept(raw: Sequence[RawEvent], keep: int) -> list[RawEvent]:
+    """``keep`` of ``raw``'s events, in their order: exceptions, then the earliest and the
+    latest of the others."""
+    exceptions = [i for i, event in enumerate(raw) if event.name == EXCEPTION][:keep]
+    others = [i for i, event in enumerate(raw) if event.name != EXCEPTION]
+    room = keep - len(exceptions)
+    latest = room // 2
+    earliest = others[: room - latest]
+    chosen = exceptions + earliest + (others[len(others) - latest :] if latest else [])
+    return [raw[i] for i in sorted(chosen)]
 
 
 def from_protobuf(

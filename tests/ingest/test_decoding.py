@@ -958,6 +958,28 @@ def test_nul_in_strings_bound_for_text_columns_becomes_a_replacement_character()
         assert decoded.attributes["inference.stage"] == "model\x00forward"
 
 
+@pytest.mark.parametrize("front_end", ["protobuf", "json"])
+def test_past_the_event_cap_the_exception_and_both_ends_are_kept(front_end: str) -> None:
+    # given a span of 300 events whose first is the exception that failed it (cap: 128)
+    names = ["exception", *(f"step {i}" for i in range(299))]
+    span = make_span(
+        events=[
+            Span.Event(time_unix_nano=NOW - 2 * SECOND + i, name=n) for i, n in enumerate(names)
+        ]
+    )
+    request = make_request(span)
+
+    # when it is decoded
+    body = request.SerializeToString() if front_end == "protobuf" else to_otlp_json(request)
+    decode = decode_protobuf if front_end == "protobuf" else decode_json
+    decoded = only_span(decode(body, now_ns=NOW, limits=Limits(max_events=128)))
+
+    # then the exception, the 64 earliest and the 63 latest of the others are kept, in order
+    kept = ["exception", *(f"step {i}" for i in (*range(64), *range(236, 299)))]
+    assert [event.name for event in decoded.events] == kept
+    assert decoded.dropped_events == 172
+
+
 def test_a_malformed_attribute_rejects_its_span_only() -> None:
     # given two spans, the first with an attribute whose value claims 5 bytes in its 3
     request = make_request(make_span(attributes={"marker": "x"}), make_span(span_id=PARENT_ID))
