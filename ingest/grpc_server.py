@@ -14,11 +14,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ingest.service import IngestService, MessageTimeout
+from ingest.service import IngestService, MessageTimeout, Outcome
 
 SERVICE_NAME = "opentelemetry.proto.collector.trace.v1.TraceService"
 
@@ -55,11 +58,9 @@ class TraceService:
                 raise MessageTimeout
             return message
 
-        outcome = self.service.export_grpc(metadata, read_message)
+        outcome = self.service.export_grpc(metadata, read_message, context.cancel)
         if not outcome.ok:
-            if outcome.retry_after is not None:
-                context.set_trailing_metadata((("retry-after", str(outcome.retry_after)),))
-            context.abort(grpc.StatusCode(_code(outcome.grpc_code)), outcome.message)
+            context.abort_with_status(_refusal(outcome))
         response = trace_service_pb2.ExportTraceServiceResponse()
         if outcome.rejected_spans or outcome.message:
             response.partial_success.rejected_spans = outcome.rejected_spans
@@ -67,19 +68,43 @@ class TraceService:
         return response
 
 
-def _code(number: int) -> tuple[int, str]:
-    for code in grpc.StatusCode:
-        if code.value[0] == number:
-            return code.value
-    raise ValueError(number)
+def _refusal(outcome: Outcome) -> grpc.Status:
+    """The call's status; one told to come back carries ``google.rpc.RetryInfo`` (the OTLP
+    specification's throttling signal: the Collector retries ``RESOURCE_EXHAUSTED`` only
+    with it) and the ``retry-after`` metadata of earlier versions."""
+    status = status_pb2.Status(code=outcome.grpc_code, message=outcome.message)
+    if outcome.retry_after is None:
+        return rpc_status.to_status(status)
+    retry = error_details_pb2.RetryInfo()
+    retry.retry_delay.FromSeconds(outcome.retry_after)
+    status.details.add().Pack(retry)
+    refusal = rpc_status.to_status(status)
+    return _Status(
+        refusal.code,
+        refusal.details,
+        (*refusal.trailing_metadata, ("retry-after", str(outcome.retry_after))),
+    )
+
+
+class _Status(NamedTuple):
+    """A ``grpc.Status`` (an interface of three attributes) with metadata of our own."""
+
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple[tuple[str, str | bytes], ...]
 
 
 def make_server(
     service: IngestService, host: str, port: int, workers: int = 8, *, reuse_port: bool = False
 ) -> grpc.Server:
-    """The servicer on ``host:port``; ``reuse_port`` lets several processes share the port."""
+    """The servicer on ``host:port``; ``reuse_port`` lets several processes share the port.
+
+    ``workers`` calls hold a handler slot at once (``IngestService.grpc_calls``); a team's
+    share more threads run, so that a call of a team that finds every slot taken is seen
+    waiting (and others are held to their shares) instead of queueing unseen behind them."""
+    threads = workers + service.grpc_calls.share
     server = grpc.server(
-        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
+        ThreadPoolExecutor(max_workers=threads, thread_name_prefix="otlp-grpc"),
         options=[
             ("grpc.max_receive_message_length", service.max_body_bytes),
             ("grpc.so_reuseport", int(reuse_port)),

@@ -12,7 +12,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
 from ingest.service import HttpReply, IngestService
-from ingest.shares import CapacityTaken, Shares, ShareTaken, share_of
+from ingest.shares import CapacityTaken, Claim, Shares, ShareTaken, share_of
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -21,6 +21,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 TRACES_PATH = "/v1/traces"
 # A body's first seconds are free of the minimum rate (a client's TCP window opening up).
 MIN_RATE_GRACE_SECONDS = 5.0
+# How often a body waiting for room in the bytes in flight asks again.
+ROOM_POLL_SECONDS = 0.02
 
 
 def _metrics() -> bytes:
@@ -63,14 +65,20 @@ class Pace:
 class _Body:
     """One request's body, its bytes held in its team's share of the bytes in flight as they
     arrive (never from the declared ``Content-Length``: a client that declares 64 MiB and
-    sends nothing holds nothing), until released."""
+    sends nothing holds nothing), until released.
 
-    def __init__(self, shares: Shares, team: int, max_bytes: int) -> None:
+    A chunk that finds no room while its team is within its share waits up to
+    ``room_wait_s`` for room (the team counts as waiting meanwhile, so others are held to
+    their shares) before the body is refused with 503."""
+
+    def __init__(self, shares: Shares, team: int, max_bytes: int, room_wait_s: float) -> None:
         self.shares = shares
         self.team = team
         self.max_bytes = max_bytes
+        self.room_wait_s = room_wait_s
         self.chunks: list[bytes] = []
         self.held = 0
+        self.claim: Claim | None = None
 
     async def read(self, receive: Receive, pace: Pace) -> bytes:
         loop = asyncio.get_running_loop()
@@ -87,15 +95,31 @@ class _Body:
             chunk = message.get("body", b"")
             if self.held + len(chunk) > self.max_bytes:
                 raise BodyTooLargeWhileReading
-            self.shares.take(self.team, len(chunk))
+            await self._hold(len(chunk), loop.time() + self.room_wait_s)
             self.held += len(chunk)
             self.chunks.append(chunk)
             more = message.get("more_body", False)
         return b"".join(self.chunks)
 
+    async def _hold(self, size: int, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                if self.claim is None:
+                    self.claim = self.shares.take(self.team, size)
+                else:
+                    self.shares.grow(self.claim, size)
+                return
+            except CapacityTaken as exc:
+                if not exc.may_wait or loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(ROOM_POLL_SECONDS)
+
     def release(self) -> None:
         self.chunks.clear()
-        self.shares.release(self.team, self.held)
+        if self.claim is not None:
+            self.shares.release(self.claim)
+            self.claim = None
         self.held = 0
 
 
@@ -119,7 +143,8 @@ class OtlpHttpApp:
         self.executor = executor
         capacity = service.max_inflight_bytes
         # A team's share always admits one body of the largest size a request may have, or a
-        # small in-flight budget would refuse every large export of a team that sends nothing else.
+        # small in-flight budget would hold to less than one body a team whose export another
+        # team's waiting makes keep to its share.
         share = max(share_of(capacity, service.team_share_percent), service.max_body_bytes)
         self.in_flight = Shares(capacity, min(share, capacity))
         self.pace = Pace(service.body_timeout_seconds, service.min_body_bytes_per_second)
@@ -150,7 +175,9 @@ class OtlpHttpApp:
             # still arrives once the response is complete, and the client can read the answer.
             await self._answer(send, admission)
             return
-        body = _Body(self.in_flight, admission.grant.team_id, admission.max_bytes)
+        body = _Body(
+            self.in_flight, admission.grant.team_id, admission.max_bytes, service.room_wait_seconds
+        )
         try:
             try:
                 raw = await body.read(receive, self.pace)

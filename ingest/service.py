@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,13 +22,17 @@ from ingest import bodies, decoding, otlp_json, responses
 from ingest import metrics as m
 from ingest.auth import TokenDirectory, TokenGrant, token_from_headers
 from ingest.ratelimit import SpanRateLimiter
-from ingest.shares import CapacityTaken, Shares, ShareTaken, share_of
+from ingest.shares import CapacityTaken, Claim, Shares, ShareTaken, share_of
 from ingest.writer import DatabaseUnavailable, SpanWriter
 from latencyboard.rollups.waking import FoldWaker
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 2
+SHARE_TAKEN_GRPC = (
+    "this team holds its share of the ingest host's gRPC handlers while another team waits, "
+    "retry later"
+)
 # gRPC status codes (grpc.StatusCode values), kept numeric so this module needs no grpc import.
 GRPC_OK, GRPC_INVALID_ARGUMENT, GRPC_DEADLINE_EXCEEDED, GRPC_RESOURCE_EXHAUSTED = 0, 3, 4, 8
 GRPC_UNAVAILABLE, GRPC_UNAUTHENTICATED = 14, 16
@@ -99,8 +104,10 @@ class IngestService:
         self.max_inflight_bytes = settings.INGEST_MAX_INFLIGHT_BYTES
         self.min_body_bytes_per_second = settings.INGEST_MIN_BODY_BYTES_PER_SECOND
         self.team_share_percent = settings.INGEST_TEAM_SHARE_PERCENT
+        self.room_wait_seconds = settings.INGEST_ROOM_WAIT_SECONDS
         self.grpc_message_timeout_seconds = settings.INGEST_GRPC_MESSAGE_TIMEOUT_SECONDS
-        # gRPC calls hold a handler thread from their start: a team holds at most its share.
+        # gRPC calls hold one of ``grpc_threads`` handler slots from their start; the server
+        # runs more threads than slots (grpc_server), so another team's call is seen waiting.
         self.grpc_calls = Shares(grpc_threads, share_of(grpc_threads, self.team_share_percent))
         self.limits = decoding.Limits(
             max_attributes=settings.INGEST_ATTRIBUTE_COUNT_LIMIT,
@@ -257,49 +264,74 @@ class IngestService:
         return self._store(admission.grant, decoded, f"http/{admission.fmt}")
 
     def export_grpc(
-        self, metadata: Mapping[str, str], read_message: Callable[[], bytes | None]
+        self,
+        metadata: Mapping[str, str],
+        read_message: Callable[[], bytes | None],
+        cancel: Callable[[], None],
     ) -> Outcome:
         """Answer one OTLP/gRPC export; ``metadata`` has lower-case keys.
 
         ``read_message`` returns the request message's bytes (None when the client sent
         none) or raises :class:`MessageTimeout`; it is called only once the token is accepted
-        and the team's share of the gRPC handlers allows the call, so an unauthenticated
-        client's message is never read and one team's silent streams hold at most its share.
+        and the call holds a handler slot, so an unauthenticated client's message is never
+        read. While the message has not arrived, ``cancel`` may be called to give the slot
+        back to a team waiting for one (this call's team then holds more than its share).
         """
         started = time.perf_counter()
-        outcome = self._export_grpc(metadata, read_message)
+        outcome = self._export_grpc(metadata, read_message, cancel)
         m.REQUESTS.labels("grpc", str(outcome.http_status)).inc()
         m.REQUEST_SECONDS.labels("grpc").observe(time.perf_counter() - started)
         return outcome
 
     def _export_grpc(
-        self, metadata: Mapping[str, str], read_message: Callable[[], bytes | None]
+        self,
+        metadata: Mapping[str, str],
+        read_message: Callable[[], bytes | None],
+        cancel: Callable[[], None],
     ) -> Outcome:
         grant = self._authenticate(token_from_headers(metadata))
         if isinstance(grant, Outcome):
             return grant
         try:
-            self.grpc_calls.take(grant.team_id, 1)
+            claim = self.grpc_calls.take(grant.team_id, 1, wait_s=self.room_wait_seconds)
         except ShareTaken:
-            message = "this team's share of the ingest host's gRPC handlers is taken, retry later"
-            return _failure(429, GRPC_RESOURCE_EXHAUSTED, message, retry_after=RETRY_AFTER_SECONDS)
+            return _failure(
+                429, GRPC_RESOURCE_EXHAUSTED, SHARE_TAKEN_GRPC, retry_after=RETRY_AFTER_SECONDS
+            )
         except CapacityTaken:
             message = "every gRPC handler of this ingest host is taken, retry later"
             return _failure(503, GRPC_UNAVAILABLE, message, retry_after=RETRY_AFTER_SECONDS)
         try:
-            return self._export_message(grant, read_message)
+            return self._export_message(grant, claim, read_message, cancel)
         finally:
-            self.grpc_calls.release(grant.team_id, 1)
+            self.grpc_calls.release(claim)
 
     def _export_message(
-        self, grant: TokenGrant, read_message: Callable[[], bytes | None]
+        self,
+        grant: TokenGrant,
+        claim: Claim,
+        read_message: Callable[[], bytes | None],
+        cancel: Callable[[], None],
     ) -> Outcome:
+        reclaimed = threading.Event()
+
+        def reclaim() -> None:
+            reclaimed.set()
+            cancel()
+
+        claim.reclaim = reclaim
         try:
             body = read_message()
         except MessageTimeout:
             seconds = self.grpc_message_timeout_seconds
             message = f"no ExportTraceServiceRequest message within {seconds} seconds"
             return _failure(408, GRPC_DEADLINE_EXCEEDED, message)
+        finally:
+            self.grpc_calls.settle(claim)
+        if reclaimed.is_set():
+            return _failure(
+                429, GRPC_RESOURCE_EXHAUSTED, SHARE_TAKEN_GRPC, retry_after=RETRY_AFTER_SECONDS
+            )
         if body is None:
             return _failure(400, GRPC_INVALID_ARGUMENT, "no ExportTraceServiceRequest message")
         try:

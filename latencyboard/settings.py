@@ -476,9 +476,13 @@ INGEST_HEADER_TIMEOUT_SECONDS = env_int("INGEST_HEADER_TIMEOUT_SECONDS", 10, min
 # An OTLP/gRPC Export's message must arrive within this time of the call, else the call is
 # cancelled and its handler thread freed.
 INGEST_GRPC_MESSAGE_TIMEOUT_SECONDS = env_int("INGEST_GRPC_MESSAGE_TIMEOUT_SECONDS", 10, minimum=1)
-# The share of one ingest process's bytes in flight and gRPC handler threads one team may hold
-# at once; beyond it that team gets 429 / RESOURCE_EXHAUSTED, and the other teams find room.
+# The share of one ingest process's bytes in flight and gRPC handler slots one team may hold
+# while another team waits for room (a team alone may use them all); beyond it that team gets
+# 429 / RESOURCE_EXHAUSTED, and the waiting team finds room.
 INGEST_TEAM_SHARE_PERCENT = env_int("INGEST_TEAM_SHARE_PERCENT", 50, minimum=1, maximum=100)
+# How long an export within its team's share waits for room in a full process (bytes in flight,
+# gRPC handler slots) before it gets 503 / UNAVAILABLE with Retry-After.
+INGEST_ROOM_WAIT_SECONDS = env_int("INGEST_ROOM_WAIT_SECONDS", 5, minimum=0)
 # Span attribute limits (see ingest/limits.py), after the OTel SDK's: attributes past the count
 # or the size budget are dropped and counted, longer strings truncated, arrays and key-value
 # lists cut to a number of elements, values nested deeper than the depth stored as null.

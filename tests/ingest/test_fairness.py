@@ -1,7 +1,8 @@
-"""One team cannot stop ingest for the others: team B attacks a real ingest process over raw
-sockets and gRPC while team A exports. Bytes in flight are counted as they arrive and shared
-out per team; bodies and headers must keep arriving; silent gRPC streams are cut and hold at
-most their team's share of the handler threads."""
+"""One team cannot stop ingest for the others, and a team alone is not held back: team B
+attacks a real ingest process over raw sockets and gRPC while team A exports. Bytes in flight
+are counted as they arrive; a team alone may use them all, and while another team waits for
+room it keeps to its share; bodies and headers must keep arriving; silent gRPC streams are cut,
+and give their slot to another team's waiting export."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -18,6 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.spans.models import Span
 from tests.factories import make_team_with_token
+from tests.ingest.collector_rule import export_as_the_collector, retry_delay
 from tests.ingest.conftest import IngestServer, running_ingest
 from tests.ingest.otlp import SpanSpec, export_request, post
 
@@ -26,8 +29,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PROTOBUF = "application/x-protobuf"
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 MIB = 1024 * 1024
-# The fairness_server's settings: 6 MiB in flight, of which a team may hold half (3 MiB);
-# 4 gRPC handler threads, of which a team may hold 2.
+# The fairness_server's settings: 6 MiB in flight, of which a team may hold half (3 MiB) while
+# another waits; 4 gRPC handler slots, of which a team may hold 2 while another waits.
 MAX_BODY_BYTES = 4 * MIB
 MIN_RATE = 1000
 THREADS = 4
@@ -134,23 +137,49 @@ def test_uploads_that_declare_huge_bodies_and_send_none_hold_nothing(fairness_se
     assert status == 200
 
 
-def test_a_team_past_its_share_of_bytes_in_flight_is_told_to_wait_and_others_are_not(
-    fairness_server, connect
-):
-    # given team B holds 3.5 MiB of its 4 MiB share (half the 6 MiB in flight, but never less
-    # than one 4 MiB body) in an unfinished upload
-    team_a, team_b = make_team_with_token("a"), make_team_with_token("b")
+def test_a_team_alone_may_use_every_byte_in_flight(fairness_server, connect):
+    # given team B, alone, holds 3.5 MiB in an unfinished upload (its share is 4 MiB: half the
+    # 6 MiB in flight, but never less than one 4 MiB body)
+    team_b = make_team_with_token("b")
     held = connect()
     _start_upload(held, MAX_BODY_BYTES, team_b.token)
     held.sendall(b"\x00" * (7 * MIB // 2))
     time.sleep(0.5)  # let the listener read it
 
-    # when team B sends another 1 MiB export, and team A one too
-    status_b = _export(fairness_server, team_b.token, spans=1000, payload=1000)
-    status_a = _export(fairness_server, team_a.token, spans=1000, payload=1000)
+    # when B sends another 1 MiB export, past its share with nobody else waiting
+    status = _export(fairness_server, team_b.token, spans=1000, payload=1000)
 
-    # then B is told to retry later (its own share: 429, not the host's 503), A is stored
-    assert (status_b, status_a) == (429, 200)
+    # then it is stored: the share bounds a team only while another one waits
+    assert status == 200
+
+
+def test_a_team_that_finds_no_room_waits_and_the_others_keep_to_their_shares(
+    fairness_server, connect
+):
+    # given team B, alone, holds 5.5 MiB of the 6 MiB in flight in two unfinished uploads
+    team_a, team_b = make_team_with_token("a"), make_team_with_token("b")
+    first, second = connect(), connect()
+    _start_upload(first, MAX_BODY_BYTES, team_b.token)
+    first.sendall(b"\x00" * (7 * MIB // 2))
+    _start_upload(second, MAX_BODY_BYTES, team_b.token)
+    second.sendall(b"\x00" * (2 * MIB))
+    time.sleep(0.5)  # let the listener read them
+
+    # when team A exports 1 MiB, and B's second upload keeps sending
+    status_a: list[int] = []
+    exporter = threading.Thread(
+        target=lambda: status_a.append(
+            _export(fairness_server, team_a.token, spans=1000, payload=1000)
+        )
+    )
+    exporter.start()
+    answer = _trickle_until_answered(second, b"\x00" * MIB, every_s=0.05)
+    exporter.join(30)
+
+    # then B's growing upload is refused as its own (429: past its share while A waits), and
+    # A's export, which waited for the room B gave back, is stored
+    assert (_status(answer), status_a) == (429, [200])
+    assert Span.objects.filter(team_id=team_a.team.id).count() == 1000
 
 
 def test_a_body_trickling_below_the_minimum_rate_is_408_before_the_body_timeout(connect):
@@ -179,8 +208,8 @@ def test_headers_trickling_in_are_cut_at_the_header_timeout(connect):
     assert answer == b""
 
 
-def test_silent_grpc_streams_of_one_team_leave_room_for_the_others(fairness_server):
-    # given team B opens six Export calls that never send their message (4 handler threads)
+def test_silent_grpc_streams_of_one_team_give_way_to_another_teams_export(fairness_server):
+    # given team B opens six Export calls that never send their message (4 handler slots)
     team_a, team_b = make_team_with_token("a"), make_team_with_token("b")
     release = threading.Event()
 
@@ -193,21 +222,55 @@ def test_silent_grpc_streams_of_one_team_leave_room_for_the_others(fairness_serv
         export = channel.stream_unary(EXPORT)
         metadata_b = [("authorization", f"Bearer {team_b.token}")]
         calls = [export.future(silent(), metadata=metadata_b, timeout=60) for _ in range(6)]
-        time.sleep(0.5)  # let them take what they can
+        refused = _first_answered(calls, count=2, within_s=2.0)
 
         # when team A exports
+        started = time.monotonic()
         reply = export.future(
             iter([body]), metadata=[("authorization", f"Bearer {team_a.token}")], timeout=10
         )
 
-        # then A's export succeeds; B's calls beyond its share are refused at once and the
-        # others cut at the message deadline
+        # then A's export succeeds at once, well before B's calls reach their message deadline:
+        # B, alone, held every slot, and one of its calls still waiting for its message gave
+        # its slot back; B's calls past the slots were told to come back, with RetryInfo
         assert reply.result() == b""
-        codes = sorted(call.code().name for call in calls)
+        waited = time.monotonic() - started
         release.set()
 
-    assert codes.count("RESOURCE_EXHAUSTED") == 6 - THREADS // 2
-    assert set(codes) <= {"RESOURCE_EXHAUSTED", "CANCELLED", "DEADLINE_EXCEEDED"}
+    assert waited < MESSAGE_TIMEOUT_S / 2
+    assert [call.code().name for call in refused] == ["UNAVAILABLE", "UNAVAILABLE"]
+    assert all(retry_delay(call) == 2.0 for call in refused)
+
+
+def _first_answered(calls: list[grpc.Future], count: int, within_s: float) -> list[grpc.Future]:
+    """The calls answered once ``count`` of them are (or ``within_s`` has passed)."""
+    deadline = time.monotonic() + within_s
+    while sum(call.done() for call in calls) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [call for call in calls if call.done()]
+
+
+def test_a_lone_teams_burst_of_grpc_exports_is_stored_by_a_client_that_retries_as_the_collector(
+    fairness_server,
+):
+    # given team A alone, and 40 exports at once over 4 handler slots
+    tenant = make_team_with_token("a")
+    metadata = [("authorization", f"Bearer {tenant.token}")]
+    bodies = [
+        export_request(*[SpanSpec() for _ in range(5)]).SerializeToString() for _ in range(40)
+    ]
+
+    # when each is sent by a client that retries as the Collector's otlp exporter does
+    with grpc.insecure_channel(f"127.0.0.1:{fairness_server.grpc_port}") as channel:
+        export = channel.stream_unary(EXPORT)
+        with ThreadPoolExecutor(max_workers=40) as pool:
+            outcomes = list(
+                pool.map(lambda body: export_as_the_collector(export, body, metadata), bodies)
+            )
+
+    # then every batch is stored once: none was refused in a way the Collector drops
+    assert [outcome.dropped_with for outcome in outcomes] == [None] * 40
+    assert Span.objects.filter(team_id=tenant.team.id).count() == 200
 
 
 def test_spans_of_pipelines_past_the_teams_cap_are_refused_in_partial_success(fairness_server):
