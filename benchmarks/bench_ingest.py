@@ -116,7 +116,7 @@ def _team_lines(ingest: dict[str, Any]) -> list[str]:
             continue
         lines += [
             f"  team {name:<10}          {team['stored_spans_per_s']:12,.0f} stored spans/s"
-            f"   {team['share_of_stored']:.0%} of the total, {team['senders']} senders",
+            f"   {team['share_of_stored']:.0%} of the total, senders: {team['senders']}",
             f"    stored rows / accepted  {team['stored_rows_total']:,}"
             f" / {team['accepted_total']:,}"
             f"   ({'equal' if team['consistent'] else 'MISMATCH'}; batches say"
