@@ -56,7 +56,7 @@ def retry_wait(retry_after: str | None, attempt: int, now: dt.datetime) -> float
     return min(wait, MAX_RETRY_WAIT_SECONDS)
 
 
-class _Connection:
+class Connection:
     """One keep-alive connection that reconnects on the next request after a transport error."""
 
     def __init__(self, port: int, token: str) -> None:
@@ -83,7 +83,7 @@ class _Connection:
 
 
 @dataclass
-class _Tally:
+class Tally:
     """What one sender saw: answers by ``phase:status``, spans acknowledged by phase, timings."""
 
     statuses: Counter[str] = field(default_factory=Counter)
@@ -94,7 +94,7 @@ class _Tally:
     abandoned: int = 0
 
 
-def _export(conn: _Connection, body: bytes, timeline: Timeline, tally: _Tally) -> None:
+def export(conn: Connection, body: bytes, timeline: Timeline, tally: Tally) -> None:
     """Send ``body`` until it is acknowledged, refused for good, or its next try would fall
     past the window: then it is given up at the window's end, never acknowledged, so never
     counted as accepted."""
@@ -146,11 +146,11 @@ def sender(
         for i in range(TEMPLATES_PER_SENDER)
     ]
     rng = np.random.default_rng(seed)
-    conn = _Connection(port, token)
+    conn = Connection(port, token)
     ready.release()
     go.wait()
     timeline = Timeline(start_at.value, start_at.value + warmup, start_at.value + warmup + seconds)
-    tally = _Tally()
+    tally = Tally()
     render_seconds = 0.0
     sent = 0
     while time.time() < timeline.start:
@@ -160,7 +160,7 @@ def sender(
         body = templates[sent % len(templates)].render(rng)
         render_seconds += time.perf_counter() - before
         sent += 1
-        _export(conn, body, timeline, tally)
+        export(conn, body, timeline, tally)
     conn.close()
     results.put(
         {
