@@ -164,6 +164,13 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def reset_peak_rss(processes: Iterable[psutil.Process]) -> None:
+    """Start each process's VmHWM again from its current RSS, so a phase reports its own peak."""
+    for process in processes:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            Path(f"/proc/{process.pid}/clear_refs").write_text("5")
+
+
 def cpu_per_row(cpu: dict[str, float], names: list[str], rows_per_s: float) -> dict[str, float]:
     """CPU microseconds per stored row: unlike rows/s, barely moved by other tenants' load."""
     return {name: cpu[name] / max(rows_per_s, 1e-9) * 1e6 for name in names}

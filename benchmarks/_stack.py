@@ -2,7 +2,8 @@
 
 Everything lives in a fresh temporary directory and runs as a child of the benchmark: an
 embedded PostgreSQL 16 (default settings, so fsync and synchronous_commit stay on: figures
-must be those of a durable server), the migrated schema, one team with an ingest token, and
+must be those of a durable server), the migrated schema, two teams with an ingest token each
+(most benchmarks use the first; the second is for those that measure two teams at once), and
 any number of ``python -m ingest`` servers. ``BenchStack`` is a context manager whose exit
 stops every child it started and removes the directory, also on error and Ctrl-C; the
 children additionally die with us (PR_SET_PDEATHSIG) should we be killed outright.
@@ -54,8 +55,8 @@ PRODUCTION_SETTINGS = {
 _SETUP_SCRIPT = """
 from latencyboard.teams.models import Team
 from latencyboard.teams.services import issue_ingest_token
-team = Team.objects.create(name={name!r}, slug={name!r})
-print(team.id, issue_ingest_token(team, "benchmark").plaintext)
+teams = [Team.objects.create(name=name, slug=name) for name in {names!r}]
+print(*(f"{{t.id}} {{issue_ingest_token(t, 'benchmark').plaintext}}" for t in teams))
 """
 
 
@@ -158,9 +159,18 @@ class IngestServer:
         self.process.wait()
 
 
+@dataclass(frozen=True)
+class BenchTeam:
+    """A team of the stack and the plaintext of its ingest token."""
+
+    name: str
+    id: int
+    token: str
+
+
 @dataclass
 class BenchStack:
-    """PostgreSQL with the migrated schema and a team token, plus ingest servers on demand.
+    """PostgreSQL with the migrated schema and two teams' tokens, plus ingest servers on demand.
 
     ``keep=True`` leaves the temporary directory (data and logs) in place for a post-mortem;
     ``log_dir`` receives a copy of the PostgreSQL and ingest logs when the stack stops.
@@ -169,11 +179,12 @@ class BenchStack:
     keep: bool = False
     log_dir: Path | None = None
     team_name: str = "bench"
+    second_team_name: str = "bench-b"
     root: Path = field(init=False)
     postgres: EmbeddedPostgres = field(init=False)
     env: dict[str, str] = field(init=False)
-    team_id: int = field(init=False)
-    token: str = field(init=False)
+    team: BenchTeam = field(init=False)
+    second_team: BenchTeam = field(init=False)
     ingest: list[IngestServer] = field(default_factory=list, init=False)
 
     def __enter__(self) -> BenchStack:
@@ -197,6 +208,18 @@ class BenchStack:
     def database_url(self) -> str:
         return self.postgres.url
 
+    @property
+    def teams(self) -> tuple[BenchTeam, BenchTeam]:
+        return self.team, self.second_team
+
+    @property
+    def team_id(self) -> int:
+        return self.team.id
+
+    @property
+    def token(self) -> str:
+        return self.team.token
+
     def _start(self) -> None:
         self.postgres = EmbeddedPostgres(
             self.root / "pg", free_port(), log_path=self.root / "postgres.log"
@@ -213,8 +236,11 @@ class BenchStack:
         )
         self.env = env
         self.manage("migrate", "--no-input")
-        team_id, token = self.manage("shell", "-c", _SETUP_SCRIPT.format(name=self.team_name))
-        self.team_id, self.token = int(team_id), token
+        names = (self.team_name, self.second_team_name)
+        words = self.manage("shell", "-c", _SETUP_SCRIPT.format(names=names))
+        self.team, self.second_team = (
+            BenchTeam(name, int(words[2 * i]), words[2 * i + 1]) for i, name in enumerate(names)
+        )
 
     def manage(self, *args: str) -> list[str]:
         """Run ``manage.py`` against the stack's database; the last stdout line, split."""

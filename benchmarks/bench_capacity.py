@@ -155,7 +155,9 @@ def main() -> int:
             stack.start_ingest(args.threads, args.processes)
             print("bench: ingesting", file=sys.stderr, flush=True)
             before = _lsn(stack.database_url)
-            figures["ingest"] = ingest_phase(stack, args)
+            figures["ingest"] = ingest_phase(
+                stack, [stack.team] * args.senders, args.warmup, args.seconds
+            )
             for server in stack.ingest:
                 server.stop()
             ingest_wal = _wal_since(stack.database_url, before)
