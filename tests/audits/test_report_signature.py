@@ -122,6 +122,79 @@ def test_a_wrong_public_key_fails(client, tmp_path):
     assert result.stdout.split()[:2] == ["FAILED", "signature"]
 
 
+@pytest.mark.parametrize(
+    ("extra", "failed"),
+    [
+        ("alerts.csv", ("alerts.csv", "two files for one name")),
+        ("waivers.csv", ("waivers.csv", "unexpected")),
+    ],
+    ids=["forged-table-beside-the-genuine-one", "unlisted-table"],
+)
+def test_a_file_more_than_the_report_fails_offline_verification(client, tmp_path, extra, failed):
+    # given a downloaded report and one more table: a forged alerts table under its plain
+    # name beside the genuine download (both are the manifest's alerts.csv), or one the
+    # manifest does not list
+    report, _ = _built(client)
+    folder = tmp_path / "report"
+    _download(client, report, folder)
+    (folder / extra).write_bytes(b"alert_id,pipeline\n")
+
+    # when it is verified
+    result = _verify_offline(folder, services.signing_key().public_key)
+
+    # then it is not, and only that table is named, with why
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == "NOT VERIFIED"
+    lines = [line.split(None, 2) for line in result.stdout.splitlines()[:-1]]
+    assert [(name, detail.split(":")[0]) for word, name, detail in lines if word != "ok"] == [
+        failed
+    ]
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        b"{not json",
+        b"\xff\xfe\x00{}",
+        b"[]",
+        b'{"files": {"attainment.csv": "ab"}}',
+        b'{"files": [{"name": 7, "sha256": "ab"}]}',
+        b'{"files": [{"name": "attainment.csv"}]}',
+        b'{"files": [{"name": "attainment.csv", "sha256": 1' + b"0" * 5000 + b"}]}",
+        b"[" * 100_000 + b"]" * 100_000,
+    ],
+    ids=[
+        "bad-json",
+        "bad-encoding",
+        "not-an-object",
+        "files-not-a-list",
+        "name-not-a-string",
+        "missing-sha256",
+        "huge-number",
+        "deep-nesting",
+    ],
+)
+def test_a_malformed_signed_manifest_fails_offline_without_a_traceback(client, tmp_path, manifest):
+    # given a downloaded report whose manifest is malformed, signed as if by the server
+    report, _ = _built(client)
+    folder = tmp_path / "report"
+    _download(client, report, folder)
+    next(folder.glob("*-manifest.json")).write_bytes(manifest)
+    files = {p.name.split("-", 3)[3]: p.read_bytes() for p in folder.iterdir()}
+    key = services.signing_key()
+    resigned = signatures.sign(bytes(key.private_key), report.pk, files)
+    next(folder.glob("*-signature.json")).write_bytes(resigned)
+
+    # when it is verified
+    result = _verify_offline(folder, key.public_key)
+
+    # then it is refused with a reason, naming the manifest
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == "NOT VERIFIED"
+    assert ["FAILED", "manifest.json"] in [line.split()[:2] for line in result.stdout.splitlines()]
+
+
 def test_verify_report_checks_every_file_and_the_signature_then_detects_a_change(client):
     # given a built report
     report, _ = _built(client)
