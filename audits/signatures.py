@@ -184,6 +184,15 @@ def verify(files: Mapping[str, bytes], public_key: str) -> list[Check]:
     return checks + [Check(name, False, UNEXPECTED) for name in unexpected]
 
 
+def signed_manifest(files: Mapping[str, bytes], public_key: str) -> dict[str, Any] | None:
+    """The manifest in ``files`` if the signature holds and vouches for it, else None."""
+    held = {check.subject for check in verify(files, public_key) if check.ok}
+    if not {"signature", MANIFEST} <= held:
+        return None
+    manifest = json.loads(files[MANIFEST])
+    return manifest if isinstance(manifest, dict) else None
+
+
 UNEXPECTED: Final = "unexpected: not listed in the manifest (verify a folder of one report)"
 
 
