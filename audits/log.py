@@ -11,17 +11,21 @@ no event), e.g.::
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from axes.helpers import get_client_ip_address
 from django.contrib.auth.models import AnonymousUser, User
+from django.db import connection, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
+from audits import chain
 from audits.models import AuditEvent
 from latencyboard.audit_trail import Subject
+from latencyboard.storage import locks
 
 logger = logging.getLogger(__name__)
 
@@ -42,29 +46,57 @@ def record(
     """Append one event: who (``actor``, else the request's user, else the management
     ``command``, as ``manage.py <command>``; none for the system), ``action``
     (``"objective.created"``), ``subject``, ``detail`` (JSON-able) and from where (the
-    request's client address and user agent)."""
+    request's client address and user agent), chained to the event before it (``audits.chain``).
+    Appends take turns (an advisory lock held until the caller's transaction ends)."""
     if actor is None and request is not None:
         actor = request.user
     known = actor if actor is not None and actor.is_authenticated else None
     meta = request.META if request is not None else {}
-    event = AuditEvent.objects.create(
-        at=now or timezone.now(),
-        team_id=subject.team_id,
-        actor_id=None if known is None else known.pk,
-        actor_username=_actor_name(known, command),
-        action=action,
-        subject_type=subject.type,
-        subject_id=str(subject.id),
-        subject_label=subject.label[:_LABEL_MAX],
-        detail=dict(detail or {}),
-        ip=client_ip(request),
-        user_agent=str(meta.get("HTTP_USER_AGENT", ""))[:_USER_AGENT_MAX],
-    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [locks.AUDIT_CHAIN])
+        # The moment, detail and address as the database will return them: the hash is
+        # checked later against what is read back.
+        cursor.execute(
+            "SELECT %s::timestamptz, %s::jsonb, host(%s::inet)",
+            [now or timezone.now(), json.dumps(dict(detail or {})), client_ip(request)],
+        )
+        at, stored_detail, ip = cursor.fetchone()
+        row = {
+            "at": at,
+            "team_id": subject.team_id,
+            "actor_id": None if known is None else known.pk,
+            "actor_username": _actor_name(known, command),
+            "action": action,
+            "subject_type": subject.type,
+            "subject_id": str(subject.id),
+            "subject_label": subject.label[:_LABEL_MAX],
+            "detail": json.loads(stored_detail),
+            "ip": ip,
+            "user_agent": str(meta.get("HTTP_USER_AGENT", ""))[:_USER_AGENT_MAX],
+        }
+        head = chain_head()
+        seq = head.seq + 1
+        event = AuditEvent.objects.create(
+            seq=seq, hash=chain.row_hash(head.sha256, seq, row), **row
+        )
     logger.info(
         "audit.recorded",
-        extra={"audit_event": event.pk, "action": action, "team": subject.team_id},
+        extra={"audit_event": event.pk, "seq": seq, "action": action, "team": subject.team_id},
     )
     return event
+
+
+def chained_rows() -> Iterator[chain.Row]:
+    """Every event in chain order, as :func:`audits.chain.verify` reads them."""
+    events = AuditEvent.objects.order_by("seq").values("id", "seq", "hash", *chain.FIELDS)
+    for values in events.iterator(chunk_size=2000):
+        yield chain.Row(values.pop("id"), values.pop("seq"), values.pop("hash"), values)
+
+
+def chain_head() -> chain.Head:
+    """The last event of the chain as this transaction sees it."""
+    head = AuditEvent.objects.order_by("-seq").values_list("seq", "hash").first()
+    return chain.Head(*head) if head else chain.Head(0, chain.GENESIS)
 
 
 def _actor_name(user: User | AnonymousUser | None, command: str | None) -> str:

@@ -42,7 +42,8 @@ class AuditEventQuerySet(models.QuerySet["AuditEvent"]):
 
 class AuditEvent(models.Model):
     """One thing someone did, recorded once and never changed (a database trigger refuses
-    UPDATE, DELETE and TRUNCATE, see ``latencyboard.storage.audit_log``).
+    UPDATE, DELETE and TRUNCATE, see ``latencyboard.storage.audit_log``), and chained to the
+    event before it by ``hash`` (``audits.chain``), so a change made past the trigger shows.
 
     Who and what are copied, not only referenced: the log must still say who did it after the
     user, the objective or the token is gone. ``team`` is a plain reference without a foreign
@@ -67,6 +68,11 @@ class AuditEvent(models.Model):
     detail = models.JSONField(default=dict)
     ip = models.GenericIPAddressField(null=True)
     user_agent = models.CharField(max_length=500)
+    seq = models.BigIntegerField(unique=True, help_text="Its place in the hash chain: 1, 2, 3…")
+    hash = models.CharField(
+        max_length=64,
+        help_text="SHA-256 of the previous event's hash and this event (audits.chain).",
+    )
 
     objects = AuditEventQuerySet.as_manager()
 

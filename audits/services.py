@@ -18,8 +18,8 @@ from django.db import IntegrityError, connection, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
-from audits import signatures
-from audits.log import record
+from audits import chain, signatures
+from audits.log import chained_rows, record
 from audits.models import Report, ReportFile, ReportStatus, SigningKey
 from audits.queries import AUDIT_ROLES
 from audits.reporting import figures, frozen, manifest, pdf, periods, tables
@@ -224,10 +224,15 @@ class FileCheck:
 class Verification:
     files: list[FileCheck]
     signature: list[signatures.Check]  # of the stored files, with the server's public key
+    audit_log: chain.Verdict  # the log now, against the chain head the report signed
 
     @property
     def holds(self) -> bool:
-        return all(f.matches for f in self.files) and all(c.ok for c in self.signature)
+        return (
+            all(f.matches for f in self.files)
+            and all(c.ok for c in self.signature)
+            and self.audit_log.broken is None
+        )
 
 
 def verify_report(report: Report) -> Verification:
@@ -237,7 +242,8 @@ def verify_report(report: Report) -> Verification:
     if report.figures is None:
         raise ValueError(f"Report {report.pk} was built before reports kept their figures.")
     key = signing_key()
-    rebuilt = render_files(frozen.loads(bytes(report.figures)), bytes(key.private_key))
+    data = frozen.loads(bytes(report.figures))
+    rebuilt = render_files(data, bytes(key.private_key))
     stored = {f.name: f for f in report.files.order_by("name")}
     checks = [
         FileCheck(
@@ -249,4 +255,39 @@ def verify_report(report: Report) -> Verification:
         for name, f in stored.items()
     ]
     files = {name: bytes(f.content) for name, f in stored.items()}
-    return Verification(checks, signatures.verify(files, key.public_key))
+    signed = [] if data.audit_log is None else [_checkpoint(report.pk, data.audit_log, data.as_of)]
+    return Verification(
+        checks, signatures.verify(files, key.public_key), chain.verify(chained_rows(), signed)
+    )
+
+
+def _checkpoint(report_id: int, head: chain.Head, as_of: dt.datetime) -> chain.Checkpoint:
+    return chain.Checkpoint(head, as_of, f"report {report_id}")
+
+
+def report_checkpoints() -> tuple[list[chain.Checkpoint], list[int]]:
+    """The chain heads the finished reports carry in their signed manifests, and the ids of
+    the reports whose manifest the server's key does not vouch for."""
+    public_key = signing_key().public_key
+    checkpoints, unsigned = [], []
+    for report in Report.objects.filter(status=ReportStatus.DONE).order_by("pk"):
+        files = dict(
+            report.files.filter(name__in=(MANIFEST, PDF, SIGNATURE)).values_list("name", "content")
+        )
+        manifest = signatures.signed_manifest(
+            {name: bytes(content) for name, content in files.items()}, public_key
+        )
+        if manifest is None:
+            unsigned.append(report.pk)
+        elif "audit_log" in manifest:
+            head = chain.Head(manifest["audit_log"]["seq"], manifest["audit_log"]["sha256"])
+            as_of = dt.datetime.fromisoformat(manifest["as_of"])
+            checkpoints.append(_checkpoint(report.pk, head, as_of))
+    return checkpoints, unsigned
+
+
+def verify_audit_log() -> tuple[chain.Verdict, list[int]]:
+    """The audit log's chain from its first event, against every finished report's signed
+    checkpoint; and the reports whose checkpoint could not be trusted."""
+    checkpoints, unsigned = report_checkpoints()
+    return chain.verify(chained_rows(), checkpoints), unsigned

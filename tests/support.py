@@ -50,3 +50,16 @@ def stop_process(running: RunningProcess, timeout: float = 20) -> None:
         except subprocess.TimeoutExpired:
             running.process.kill()
             running.process.wait()
+
+
+class Lines:
+    """A command's ``stdout``, kept as its lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.lines += text.splitlines()
+
+    def flush(self) -> None:
+        pass

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from django.db.models import Sum
 
+from audits.chain import Head
+from audits.log import chain_head
 from audits.models import AuditEvent, Report
 from audits.reporting import alert_figures, percentile_figures, periods
 from audits.reporting.handling import HandledAlert
@@ -115,6 +117,9 @@ class ReportData:
     ingest: tuple[Ingest, ...]
     changes: tuple[Change, ...]
     alerts: tuple[HandledAlert, ...]
+    audit_log: Head | None = None
+    """The last event of the audit log in the snapshot (None in reports built before the
+    chain): a checkpoint the signature vouches for."""
 
     @property
     def data_end(self) -> dt.datetime:
@@ -307,4 +312,5 @@ def collect(report: Report, as_of: dt.datetime, software_version: str) -> Report
         ingest=tuple(_ingest(report.team_id, months, data_end)),
         changes=tuple(_changes(report.team_id, quarter, at)),
         alerts=alert_figures.collect(report.team_id, report.pipeline_ids, quarter, at),
+        audit_log=chain_head(),
     )

@@ -45,8 +45,13 @@ def _typed(kind: Any, value: Any) -> Any:
         return tuple(_typed(item, v) for v in value)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         hints = typing.get_type_hints(kind)
+        # A field added later keeps its default in figures frozen before it.
         return kind(
-            **{f.name: _typed(hints[f.name], value[f.name]) for f in dataclasses.fields(kind)}
+            **{
+                f.name: _typed(hints[f.name], value[f.name])
+                for f in dataclasses.fields(kind)
+                if f.name in value
+            }
         )
     if kind is dt.datetime:
         return dt.datetime.fromisoformat(value)

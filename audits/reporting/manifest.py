@@ -43,6 +43,11 @@ def render(data: ReportData, csv_files: Mapping[str, bytes], public_key: str) ->
             for a in quarter_rows
         ],
         "signing": {"algorithm": signatures.ALGORITHM, "public_key": public_key},
+        **(
+            {}
+            if data.audit_log is None
+            else {"audit_log": {"seq": data.audit_log.seq, "sha256": data.audit_log.sha256}}
+        ),
         "software": {"name": "latencyboard", "version": data.software_version},
         "parameters": {
             "attainment": "exact per-minute counters; good = duration <= threshold",

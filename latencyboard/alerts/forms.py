@@ -67,7 +67,7 @@ def clean_channel(form: forms.ModelForm, instance: Channel) -> dict[str, Any]:
     """Checks a channel form's target and secret the way the transport reads them."""
     data: dict[str, Any] = form.cleaned_data
     if "kind" in data and "target" in data:
-        stored = instance.secret if instance.pk else ""
+        stored = instance if instance.pk else None
         checked = check_channel(data["kind"], data["target"], data.get("secret", ""), stored)
         data["secret"] = checked.secret
         if checked.generated and isinstance(form, ChannelForm):

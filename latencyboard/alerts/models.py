@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from latencyboard.notifications import slack
 from latencyboard.notifications.delivery import mask
 from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.mapping import END_TO_END
@@ -88,8 +89,9 @@ class Channel(models.Model):
     @property
     def target_hint(self) -> str:
         """The target as pages may show it to the team's admins: a Slack webhook URL is
-        itself a secret."""
-        return mask(self.target) if self.kind == ChannelKind.SLACK else self.target
+        itself a secret, whatever kind of channel holds it."""
+        secret = self.kind == ChannelKind.SLACK or slack.is_webhook_url(self.target)
+        return mask(self.target) if secret else self.target
 
     @property
     def target_masked(self) -> str:

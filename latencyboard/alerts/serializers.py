@@ -172,8 +172,7 @@ class ChannelSerializer(serializers.ModelSerializer[Channel]):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         kind = attrs.get("kind", self.instance.kind if self.instance else "")
         target = attrs.get("target", self.instance.target if self.instance else "")
-        stored = self.instance.secret if self.instance else ""
-        checked = check_channel(kind, target, attrs.get("secret", ""), stored)
+        checked = check_channel(kind, target, attrs.get("secret", ""), self.instance)
         if checked.errors:
             raise serializers.ValidationError(checked.errors)
         attrs["secret"] = checked.secret

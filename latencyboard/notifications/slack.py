@@ -7,6 +7,8 @@ fields of ≤ 2000 each; user text in mrkdwn escapes ``&``, ``<`` and ``>``.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from latencyboard.notifications.message import (
     TEST_MARK,
     HttpMessage,
@@ -17,6 +19,7 @@ from latencyboard.notifications.message import (
 )
 from latencyboard.notifications.notice import Action, Notice
 
+WEBHOOK_HOST = "hooks.slack.com"
 HEADER_LIMIT = 150
 SECTION_TEXT_LIMIT = 3000
 FIELD_LIMIT = 2000
@@ -109,3 +112,11 @@ def document(notice: Notice) -> dict[str, object]:
 
 def render(notice: Notice) -> HttpMessage:
     return json_message(document(notice))
+
+
+def is_webhook_url(target: str) -> bool:
+    """Whether ``target`` is a Slack incoming-webhook URL, whose path is its credential."""
+    try:
+        return urlsplit(target).hostname == WEBHOOK_HOST
+    except ValueError:
+        return False

@@ -22,6 +22,7 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Role
 from tests.audits.offline import verify_offline as _verify_offline
 from tests.factories import make_team, make_user
+from tests.support import Lines
 
 pytestmark = pytest.mark.django_db
 
@@ -122,11 +123,85 @@ def test_a_wrong_public_key_fails(client, tmp_path):
     assert result.stdout.split()[:2] == ["FAILED", "signature"]
 
 
+@pytest.mark.parametrize(
+    ("extra", "failed"),
+    [
+        ("alerts.csv", ("alerts.csv", "two files for one name")),
+        ("waivers.csv", ("waivers.csv", "unexpected")),
+    ],
+    ids=["forged-table-beside-the-genuine-one", "unlisted-table"],
+)
+def test_a_file_more_than_the_report_fails_offline_verification(client, tmp_path, extra, failed):
+    # given a downloaded report and one more table: a forged alerts table under its plain
+    # name beside the genuine download (both are the manifest's alerts.csv), or one the
+    # manifest does not list
+    report, _ = _built(client)
+    folder = tmp_path / "report"
+    _download(client, report, folder)
+    (folder / extra).write_bytes(b"alert_id,pipeline\n")
+
+    # when it is verified
+    result = _verify_offline(folder, services.signing_key().public_key)
+
+    # then it is not, and only that table is named, with why
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == "NOT VERIFIED"
+    lines = [line.split(None, 2) for line in result.stdout.splitlines()[:-1]]
+    assert [(name, detail.split(":")[0]) for word, name, detail in lines if word != "ok"] == [
+        failed
+    ]
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        b"{not json",
+        b"\xff\xfe\x00{}",
+        b"[]",
+        b'{"files": {"attainment.csv": "ab"}}',
+        b'{"files": [{"name": 7, "sha256": "ab"}]}',
+        b'{"files": [{"name": "attainment.csv"}]}',
+        b'{"files": [{"name": "attainment.csv", "sha256": 1' + b"0" * 5000 + b"}]}",
+        b"[" * 100_000 + b"]" * 100_000,
+    ],
+    ids=[
+        "bad-json",
+        "bad-encoding",
+        "not-an-object",
+        "files-not-a-list",
+        "name-not-a-string",
+        "missing-sha256",
+        "huge-number",
+        "deep-nesting",
+    ],
+)
+def test_a_malformed_signed_manifest_fails_offline_without_a_traceback(client, tmp_path, manifest):
+    # given a downloaded report whose manifest is malformed, signed as if by the server
+    report, _ = _built(client)
+    folder = tmp_path / "report"
+    _download(client, report, folder)
+    next(folder.glob("*-manifest.json")).write_bytes(manifest)
+    files = {p.name.split("-", 3)[3]: p.read_bytes() for p in folder.iterdir()}
+    key = services.signing_key()
+    resigned = signatures.sign(bytes(key.private_key), report.pk, files)
+    next(folder.glob("*-signature.json")).write_bytes(resigned)
+
+    # when it is verified
+    result = _verify_offline(folder, key.public_key)
+
+    # then it is refused with a reason, naming the manifest
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == "NOT VERIFIED"
+    assert ["FAILED", "manifest.json"] in [line.split()[:2] for line in result.stdout.splitlines()]
+
+
 def test_verify_report_checks_every_file_and_the_signature_then_detects_a_change(client):
     # given a built report
     report, _ = _built(client)
-    call_command("verify_report", report.pk, stdout=(out := _Lines()))
-    assert all(line.split()[0] in {"match", "signed"} for line in out.lines)
+    call_command("verify_report", report.pk, stdout=(out := Lines()))
+    assert all(line.split()[0] in {"match", "signed"} for line in out.lines[:-1])
+    assert out.lines[-1].split()[:2] == ["chained", "audit_log"]
     assert ("signed", "signature") in [tuple(line.split()[:2]) for line in out.lines]
 
     # when a stored table changes by one byte
@@ -135,7 +210,7 @@ def test_verify_report_checks_every_file_and_the_signature_then_detects_a_change
 
     # then verify_report names it and fails
     with pytest.raises(CommandError, match="does not match"):
-        call_command("verify_report", report.pk, stdout=(out := _Lines()))
+        call_command("verify_report", report.pk, stdout=(out := Lines()))
     assert [line.split()[1] for line in out.lines if line.split()[0] != "match"][:1] == [
         "attainment.csv"
     ]
@@ -153,14 +228,3 @@ def test_the_public_key_is_on_the_reports_page_and_in_the_manifest(client):
     # then both show the server's public key
     assert public_key.encode() in page.content
     assert manifest["signing"] == {"algorithm": "Ed25519", "public_key": public_key}
-
-
-class _Lines:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def write(self, text: str) -> None:
-        self.lines += text.splitlines()
-
-    def flush(self) -> None:
-        pass

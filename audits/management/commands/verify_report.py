@@ -1,5 +1,6 @@
 """``manage.py verify_report <id>``: render a stored report again from the figures it read at
-its cut-off, compare every file, and check its signature with the server's public key."""
+its cut-off, compare every file, check its signature with the server's public key, and check
+the audit log against the chain head the report signed."""
 
 from __future__ import annotations
 
@@ -41,5 +42,10 @@ class Command(BaseCommand):
         for signed in verification.signature:
             word = "signed" if signed.ok else "UNSIGNED"
             self.stdout.write(f"{word:10}{signed.subject}  {signed.detail}")
+        log, broken = verification.audit_log, verification.audit_log.broken
+        if broken is None:
+            self.stdout.write(f"chained   audit_log  {log.events} events, head seq {log.head.seq}")
+        else:
+            self.stdout.write(f"BROKEN    audit_log  {broken}")
         if not verification.holds:
             raise CommandError("The report does not match its figures or its signature.")

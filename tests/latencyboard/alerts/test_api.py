@@ -5,8 +5,11 @@ rules and channels whose secrets never come back."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import cast
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 from latencyboard.alerts.models import (
@@ -20,6 +23,8 @@ from latencyboard.alerts.models import (
 )
 from latencyboard.alerts.outbox import event_notice
 from latencyboard.alerts.services import record_event
+from latencyboard.apitokens.models import Scope
+from latencyboard.apitokens.services import issue_api_token
 from latencyboard.teams.models import Role
 from tests.factories import incident_for, make_team, make_user
 from tests.latencyboard.alerts.scenes import NOW, Scene, make_scene
@@ -359,6 +364,111 @@ def test_a_channel_secret_is_written_but_never_read_back(client):
     assert changed.json()["secret_hint"] == "…cdef"
     assert Channel.objects.get(pk=channel_id).secret == "routing-key-0123456789abcdef"
     assert "routing-key" not in page
+
+
+SLACK_URL = "https://hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXXXXXXXXXXXXXX"
+
+
+def _slack_channel(scene: Scene) -> Channel:
+    return Channel.objects.create(team=scene.team, name="slack", kind="slack", target=SLACK_URL)
+
+
+def _admin(scene: Scene, via: str) -> Client:
+    """A client of an admin of ``scene``'s team, logged in or holding a read-write token."""
+    admin = cast(User, make_user(scene.team, Role.ADMIN))
+    if via == "token":
+        issued = issue_api_token(admin, "provisioning", Scope.READ_WRITE)
+        return Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Bearer {issued.plaintext}")
+    client = Client()
+    client.force_login(admin)
+    return client
+
+
+@pytest.mark.parametrize("via", ["session", "token"])
+def test_a_slack_url_is_not_read_back_by_changing_the_channels_kind(via):
+    # given a Slack channel, and its team's admin
+    scene = make_scene()
+    channel = _slack_channel(scene)
+    client = _admin(scene, via)
+    url = reverse("api-alert-channel", kwargs={"channel_id": channel.pk})
+
+    # when the admin makes it a webhook without giving a new target, and reads it
+    changed = client.patch(url, {"kind": "webhook"}, content_type="application/json")
+    read = client.get(url)
+
+    # then the change is refused, nothing changed, and the URL is not shown
+    assert (changed.status_code, list(changed.json())) == (400, ["target"])
+    assert (Channel.objects.get(pk=channel.pk).kind, Channel.objects.get(pk=channel.pk).target) == (
+        "slack",
+        SLACK_URL,
+    )
+    assert "XXXX/" not in changed.content.decode() + read.content.decode()
+    assert read.json()["target"] == "https://hooks.slack.com/…XXXX"
+
+
+@pytest.mark.parametrize("via", ["session", "token"])
+def test_a_kind_change_with_a_new_target_leaves_the_old_secret_behind(via):
+    # given a PagerDuty channel holding its routing key
+    scene = make_scene()
+    channel = Channel.objects.create(
+        team=scene.team,
+        name="pd",
+        kind="pagerduty",
+        target="https://events.pagerduty.com/v2/enqueue",
+        secret="routing-key-0123456789abcdef",
+    )
+    client = _admin(scene, via)
+
+    # when the admin makes it a webhook with its new target
+    changed = client.patch(
+        reverse("api-alert-channel", kwargs={"channel_id": channel.pk}),
+        {"kind": "webhook", "target": "https://hooks.example.org/latency"},
+        content_type="application/json",
+    )
+
+    # then it is one, signing with a new key rather than the routing key
+    assert changed.status_code == 200, changed.content
+    stored = Channel.objects.get(pk=channel.pk)
+    assert (stored.kind, stored.target) == ("webhook", "https://hooks.example.org/latency")
+    assert stored.secret.startswith("whsec_")
+    assert changed.json()["secret_hint"] == f"whsec_…{stored.secret[-4:]}"
+
+
+def test_a_slack_url_stored_under_another_kind_is_shown_masked(client):
+    # given a webhook channel whose target is a Slack URL (as an earlier kind change left it)
+    scene = make_scene()
+    channel = Channel.objects.create(team=scene.team, name="old", kind="webhook", target=SLACK_URL)
+    client.force_login(make_user(scene.team, Role.ADMIN))
+
+    # when its admin reads it through the API and the settings page
+    read = client.get(reverse("api-alert-channel", kwargs={"channel_id": channel.pk}))
+    page = client.get(reverse("alerts:settings"))
+
+    # then neither shows the URL's secret path
+    assert read.json()["target"] == "https://hooks.slack.com/…XXXX"
+    assert "B0000" not in page.content.decode()
+
+
+def test_an_outsider_cannot_change_a_channels_kind_nor_read_its_target(client):
+    # given a Slack channel, and the admin of another team
+    scene = make_scene()
+    channel = _slack_channel(scene)
+    client.force_login(make_user(make_team("elsewhere"), Role.ADMIN))
+    url = reverse("api-alert-channel", kwargs={"channel_id": channel.pk})
+
+    # when the outsider changes its kind and target, and reads it
+    changed = client.patch(
+        url,
+        {"kind": "webhook", "target": "https://attacker.example.org/"},
+        content_type="application/json",
+    )
+    read = client.get(url)
+
+    # then both are 404, nothing leaked and nothing changed
+    assert (changed.status_code, read.status_code) == (404, 404)
+    assert "hooks.slack.com" not in changed.content.decode() + read.content.decode()
+    stored = Channel.objects.get(pk=channel.pk)
+    assert (stored.kind, stored.target) == ("slack", SLACK_URL)
 
 
 def test_openapi_schema_documents_the_alerts_api(client):
