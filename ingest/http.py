@@ -95,7 +95,9 @@ class _Body:
             chunk = message.get("body", b"")
             if self.held + len(chunk) > self.max_bytes:
                 raise BodyTooLargeWhileReading
-            await self._hold(len(chunk), loop.time() + self.room_wait_s)
+            # No longer than the body may still take: a 503 then, rather than a later 408.
+            room_wait = min(self.room_wait_s, pace.wait_s(self.held, loop.time() - started)[0])
+            await self._hold(len(chunk), loop.time() + room_wait)
             self.held += len(chunk)
             self.chunks.append(chunk)
             more = message.get("more_body", False)

@@ -27,7 +27,8 @@ def ingest_server(
 ) -> Iterator[IngestServer]:
     """The real ingest process (HTTP + gRPC listeners) on the test database."""
     # A small body cap keeps the 413 tests cheap; a long retention admits the 2018 example;
-    # a short body timeout and small in-flight and JSON caps keep test_http_listener.py quick.
+    # a short body timeout, small in-flight and JSON caps and a short wait for room keep
+    # test_http_listener.py quick.
     env = dict(
         child_env,
         INGEST_MAX_BODY_BYTES=str(4 * 1024 * 1024),
@@ -35,6 +36,7 @@ def ingest_server(
         INGEST_BODY_TIMEOUT_SECONDS="2",
         INGEST_MAX_INFLIGHT_BYTES=str(6 * 1024 * 1024),
         INGEST_MAX_JSON_BODY_BYTES=str(1024 * 1024),
+        INGEST_ROOM_WAIT_SECONDS="1",
     )
     with running_ingest(env, tmp_path_factory.mktemp("ingest") / "ingest.log") as server:
         yield server

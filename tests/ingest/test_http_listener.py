@@ -128,7 +128,7 @@ def test_upload_past_the_bytes_in_flight_cap_gets_503(ingest_server, connect):
     deadline = time.monotonic() + 30
     while True:
         # given two teams' unfinished uploads holding 2.9 MiB each, nearly all of the 6 MiB
-        # cap (a team may hold half of it)
+        # cap
         for tenant in (make_team_with_token(), make_team_with_token()):
             held = connect()
             _start_request(held, MAX_BODY_BYTES, token=tenant.token)
@@ -146,7 +146,7 @@ def test_upload_past_the_bytes_in_flight_cap_gets_503(ingest_server, connect):
         if status != 400 or time.monotonic() > deadline:
             break
 
-    # then it is told to come back later, rather than buffered
+    # then, past its 1 s wait for room, it is told to come back later rather than buffered
     assert status == 503
     assert b"\r\nretry-after: " in head.lower()
 

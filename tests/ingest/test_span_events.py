@@ -62,9 +62,9 @@ def test_events_past_the_limits_are_dropped_and_counted():
     # when it is decoded
     (span,) = decode_protobuf(request.SerializeToString(), now_ns=_NOW).spans
 
-    # then the newest 128 events are kept, as the SDK keeps them, and what is cut is counted
+    # then the 64 earliest and the 64 latest events are kept, and what is cut is counted
     assert len(span.events) == DEFAULT_LIMITS.max_events == 128
-    assert [event.name for event in span.events[:2]] == ["E2", "E3"]
+    assert [event.name for event in span.events[63:65]] == ["E63", "E66"]
     assert span.dropped_events == 2 + 2
     assert len(span.events[-1].attributes) == 128
     assert span.events[-1].dropped_attributes == 130 - 128
