@@ -385,6 +385,11 @@ ALERT_DELIVERY_MAX_ATTEMPTS = env_int("ALERT_DELIVERY_MAX_ATTEMPTS", 8, minimum=
 ALERT_DELIVERY_TIMEOUT_SECONDS = env_int(
     "ALERT_DELIVERY_TIMEOUT_SECONDS", 10, minimum=1, maximum=60
 )
+# Deliveries in flight at once: the notifier workers' processes together (`--concurrency` of
+# the worker on the "notifications" queue; 2 as `make run` and compose start it). A team holds
+# one of them while another team has a delivery due, and the last free one is kept for a team
+# that falls due (latencyboard/alerts/slots.py).
+NOTIFICATION_SLOTS = env_int("NOTIFICATION_SLOTS", 2, minimum=1, maximum=256)
 # Notifications reach public addresses only (see latencyboard/notifications/transport.py).
 # Networks listed here are allowed besides, for receivers inside your network: CIDRs or single
 # addresses, comma-separated ("10.20.0.0/16,fd12::7"). Cloud metadata addresses never are.
