@@ -4,7 +4,6 @@ starts it), receivers on loopback."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from tests.latencyboard.notifications.receiver import (
     Receiver,
     running_receiver,
 )
-from tests.support import PYTHON, RunningProcess, start_process, stop_process
+from tests.support import RunningProcess, start_worker, stop_process
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
@@ -40,14 +39,8 @@ def notifier(child_env: dict[str, str], tmp_path: Path) -> Iterator[RunningProce
         "NOTIFICATION_ALLOWED_NETWORKS": LOOPBACK_NETWORK,
         "NOTIFICATION_SLOTS": str(SLOTS),
     }
-    argv = [PYTHON, "-m", "celery", "-A", "latencyboard", "worker", "--pool", "prefork"]
-    argv += ["--concurrency", str(SLOTS), "--queues", "notifications", "--loglevel", "INFO"]
-    argv += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
-    running = start_process(argv, env, tmp_path / "notifier.log")
-    deadline = time.monotonic() + 60
-    while "ready." not in running.log():
-        assert time.monotonic() < deadline, running.log()
-        time.sleep(0.1)
+    options = ("--concurrency", str(SLOTS), "--queues", "notifications")
+    running = start_worker(env, tmp_path / "notifier.log", *options, pool="prefork")
     yield running
     stop_process(running)
 
