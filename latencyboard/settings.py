@@ -375,6 +375,11 @@ CELERY_BEAT_SCHEDULE = {
 # Reports one team may have queued or building at once: a script requesting in a loop must not
 # hold the reports worker from every other team.
 AUDIT_MAX_PENDING_REPORTS = env_int("AUDIT_MAX_PENDING_REPORTS", 4, minimum=1, maximum=100)
+# Beyond it the refusal's Retry-After is when the oldest waiting report should be done, by the
+# team's recent reports; this many seconds for a team with none done yet.
+AUDIT_REPORT_RETRY_AFTER_SECONDS = env_int(
+    "AUDIT_REPORT_RETRY_AFTER_SECONDS", 60, minimum=1, maximum=86_400
+)
 ALERT_BASELINE_DAYS = env_int("ALERT_BASELINE_DAYS", 7, minimum=1, maximum=90)
 ALERT_BASELINE_MIN_COUNT = env_int("ALERT_BASELINE_MIN_COUNT", 10_000, minimum=100)
 # An open alert resolves after this many clean evaluations (minutes) in a row.
