@@ -233,10 +233,16 @@ SESSION_COOKIE_HTTPONLY = True
 # database, so every web process sees them.
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+# After this many wrong passwords from one address, whatever the user names, that address is
+# locked out the same way: trying a few passwords on every name stops there. Higher than the
+# per-name limit, so colleagues behind one NAT are not locked out by each other's typos.
+LOGIN_ADDRESS_FAILURE_LIMIT = env_int("LOGIN_ADDRESS_FAILURE_LIMIT", 20, minimum=1)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HANDLER = "latencyboard.web.login_lockout.AddressLockoutHandler"
+AXES_LOCKOUT_CALLABLE = "latencyboard.web.login_lockout.lockout_response"
 AXES_VERBOSE = False
 # The client address is the socket's peer unless proxies are declared: X-Forwarded-For is
 # trusted only then, or anyone could pick a fresh address per guess. Each proxy appends the
