@@ -12,7 +12,7 @@ from standardwebhooks import Webhook
 
 from latencyboard.alerts.backoff import Schedule
 from latencyboard.alerts.models import Alert, AlertStatus, Delivery, Rule
-from latencyboard.alerts.outbox import notice_of, send_due
+from latencyboard.alerts.outbox import claim, notice_of, send_due
 from latencyboard.alerts.services import record_event, send_test
 from latencyboard.notifications.notice import Action, Attempt, Notice, Verdict
 from latencyboard.pipelines.models import Pipeline
@@ -246,3 +246,21 @@ def test_a_page_is_sent_before_a_test_send_and_a_retry_that_fell_due_earlier():
         retry.event.alert.incident.dedup_key,  # type: ignore[union-attr]
         notice_of(test).dedup_key,
     ]
+
+
+def test_a_delivery_whose_worker_died_mid_attempt_is_sent_once_after_its_claim_lapses(settings):
+    # given a delivery claimed by a worker that was then killed before recording anything
+    scene = make_scene()
+    delivery = queued(scene)
+    assert claim(NOW) == delivery.pk
+    lapses = NOW + dt.timedelta(seconds=settings.TASK_TIME_LIMITS["alerts.send_deliveries"].hard)
+
+    # when the outbox is sent just before the claim lapses, and when it has
+    transport = Scripted(OK)
+    before = send_due(Clock(lapses - dt.timedelta(seconds=1)), transport)
+    after = send_due(Clock(lapses), transport)
+
+    # then only the second sends it, once, and its attempts count the lost one
+    delivery.refresh_from_db()
+    assert (before, after, len(transport.calls)) == (0, 1, 1)
+    assert (delivery.status, delivery.attempts) == ("delivered", 2)
