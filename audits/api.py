@@ -72,7 +72,7 @@ class ReportListView(APIView):
         except DjangoValidationError as error:
             raise ValidationError(error.message_dict) from error
         except services.ReportsPending as busy:
-            raise Throttled(detail=str(busy)) from busy
+            raise Throttled(wait=busy.retry_after_s, detail=str(busy)) from busy
         body = ReportSerializer(report, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -22,7 +23,7 @@ from audits import chain, signatures
 from audits.log import chained_rows, record
 from audits.models import Report, ReportFile, ReportStatus, SigningKey
 from audits.queries import AUDIT_ROLES
-from audits.reporting import figures, frozen, manifest, pdf, periods, tables
+from audits.reporting import figures, frozen, manifest, pdf, periods, queue_wait, tables
 from audits.reporting.figures import ReportData
 from audits.signatures import MANIFEST, PDF, SIGNATURE
 from latencyboard.audit_trail import Subject
@@ -54,13 +55,36 @@ def report_subject(report: Report) -> Subject:
 
 
 class ReportsPending(Exception):
-    """The team has as many reports queued or building as it may have at once."""
+    """The team has as many reports queued or building as it may have at once; the oldest
+    should be done in ``retry_after_s``."""
 
-    def __init__(self, pending: int) -> None:
+    def __init__(self, pending: int, retry_after_s: int) -> None:
         super().__init__(
             f"This team has {pending} reports queued or being built; "
             "request another when one of them is done."
         )
+        self.retry_after_s = retry_after_s
+
+
+RECENT_REPORTS = 10
+"""Reports of a team whose build times say how long its next one takes."""
+
+
+def _queue_wait(team: Team, now: dt.datetime) -> int:
+    """Seconds until the team's oldest waiting report should be done, by its recent ones."""
+    recent = Report.objects.filter(team=team, status=ReportStatus.DONE, finished_at__isnull=False)
+    took = [
+        duration.total_seconds()
+        for duration in recent.order_by("-finished_at")
+        .annotate(took=F("finished_at") - F("requested_at"))
+        .values_list("took", flat=True)[:RECENT_REPORTS]
+    ]
+    oldest = min(
+        Report.objects.filter(team=team, status__in=PENDING).values_list("requested_at", flat=True)
+    )
+    return queue_wait.retry_after_seconds(
+        took, (now - oldest).total_seconds(), settings.AUDIT_REPORT_RETRY_AFTER_SECONDS
+    )
 
 
 def request_report(
@@ -89,7 +113,7 @@ def request_report(
         list(Team.objects.select_for_update().filter(pk=team.pk).values_list("pk"))
         pending = Report.objects.filter(team=team, status__in=PENDING).count()
         if pending >= settings.AUDIT_MAX_PENDING_REPORTS:
-            raise ReportsPending(pending)
+            raise ReportsPending(pending, _queue_wait(team, now))
         report = Report.objects.create(
             team=team,
             year=year,

@@ -40,6 +40,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     initial = {"year": now.year, "quarter": (now.month - 1) // 3 + 1}
     form = ReportForm(request.POST or None, user=request.user, initial=initial)
+    retry_after_s = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -56,6 +57,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
             form.add_error(None, error)
         except services.ReportsPending as busy:
             form.add_error(None, str(busy))
+            retry_after_s = busy.retry_after_s
         else:
             messages.success(request, f"Report #{report.pk} queued: it is built in the background.")
             return redirect("audits:report-list")
@@ -67,7 +69,11 @@ def report_list(request: HttpRequest) -> HttpResponse:
         "pending": any(r.status in _PENDING for r in reports),
         "public_key": services.signing_key().public_key,
     }
-    return render(request, "audits/reports.html", context, status=400 if form.errors else 200)
+    status = 429 if retry_after_s is not None else 400 if form.errors else 200
+    response = render(request, "audits/reports.html", context, status=status)
+    if retry_after_s is not None:
+        response["Retry-After"] = str(retry_after_s)
+    return response
 
 
 @login_required

@@ -233,10 +233,16 @@ SESSION_COOKIE_HTTPONLY = True
 # database, so every web process sees them.
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+# After this many wrong passwords from one address, whatever the user names, that address is
+# locked out the same way: trying a few passwords on every name stops there. Higher than the
+# per-name limit, so colleagues behind one NAT are not locked out by each other's typos.
+LOGIN_ADDRESS_FAILURE_LIMIT = env_int("LOGIN_ADDRESS_FAILURE_LIMIT", 20, minimum=1)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HANDLER = "latencyboard.web.login_lockout.AddressLockoutHandler"
+AXES_LOCKOUT_CALLABLE = "latencyboard.web.login_lockout.lockout_response"
 AXES_VERBOSE = False
 # The client address is the socket's peer unless proxies are declared: X-Forwarded-For is
 # trusted only then, or anyone could pick a fresh address per guess. Each proxy appends the
@@ -375,6 +381,11 @@ CELERY_BEAT_SCHEDULE = {
 # Reports one team may have queued or building at once: a script requesting in a loop must not
 # hold the reports worker from every other team.
 AUDIT_MAX_PENDING_REPORTS = env_int("AUDIT_MAX_PENDING_REPORTS", 4, minimum=1, maximum=100)
+# Beyond it the refusal's Retry-After is when the oldest waiting report should be done, by the
+# team's recent reports; this many seconds for a team with none done yet.
+AUDIT_REPORT_RETRY_AFTER_SECONDS = env_int(
+    "AUDIT_REPORT_RETRY_AFTER_SECONDS", 60, minimum=1, maximum=86_400
+)
 ALERT_BASELINE_DAYS = env_int("ALERT_BASELINE_DAYS", 7, minimum=1, maximum=90)
 ALERT_BASELINE_MIN_COUNT = env_int("ALERT_BASELINE_MIN_COUNT", 10_000, minimum=100)
 # An open alert resolves after this many clean evaluations (minutes) in a row.
@@ -385,6 +396,11 @@ ALERT_DELIVERY_MAX_ATTEMPTS = env_int("ALERT_DELIVERY_MAX_ATTEMPTS", 8, minimum=
 ALERT_DELIVERY_TIMEOUT_SECONDS = env_int(
     "ALERT_DELIVERY_TIMEOUT_SECONDS", 10, minimum=1, maximum=60
 )
+# Deliveries in flight at once: the notifier workers' processes together (`--concurrency` of
+# the worker on the "notifications" queue; 2 as `make run` and compose start it). A team holds
+# one of them while another team has a delivery due, and the last free one is kept for a team
+# that falls due (latencyboard/alerts/slots.py).
+NOTIFICATION_SLOTS = env_int("NOTIFICATION_SLOTS", 2, minimum=1, maximum=256)
 # Notifications reach public addresses only (see latencyboard/notifications/transport.py).
 # Networks listed here are allowed besides, for receivers inside your network: CIDRs or single
 # addresses, comma-separated ("10.20.0.0/16,fd12::7"). Cloud metadata addresses never are.

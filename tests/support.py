@@ -63,3 +63,17 @@ class Lines:
 
     def flush(self) -> None:
         pass
+
+
+def start_worker(
+    env: dict[str, str], log_path: Path, *options: str, pool: str = "solo"
+) -> RunningProcess:
+    """A Celery worker (no beat) with ``options`` (queues, concurrency…), once it is ready."""
+    argv = [PYTHON, "-m", "celery", "-A", "latencyboard", "worker", "--pool", pool, *options]
+    argv += ["--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"]
+    running = start_process(argv, env, log_path)
+    deadline = time.monotonic() + 60
+    while "ready." not in running.log():
+        assert time.monotonic() < deadline, running.log()
+        time.sleep(0.1)
+    return running

@@ -314,6 +314,7 @@ class Silence(models.Model):
 
 class DeliveryStatus(models.TextChoices):
     PENDING = "pending", "Pending"
+    SENDING = "sending", "Sending"
     DELIVERED = "delivered", "Delivered"
     RETRYING = "retrying", "Retrying"
     FAILED = "failed", "Failed"
@@ -321,7 +322,11 @@ class DeliveryStatus(models.TextChoices):
 
 class Delivery(models.Model):
     """The outbox: one alert event to one channel, and what came of sending it. Without an
-    event it is a channel's "send test", pressed by ``requested_by``."""
+    event it is a channel's "send test", pressed by ``requested_by``.
+
+    A worker claims a due delivery (``sending``, ``attempts`` counted) until
+    ``next_attempt_at``: past it the worker is gone (see ``latencyboard.alerts.outbox``) and
+    the delivery is due again."""
 
     event = models.ForeignKey(
         AlertEvent, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries"

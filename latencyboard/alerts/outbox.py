@@ -11,16 +11,20 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Case, Count, F, Value, When
 from django.urls import reverse
 
 from latencyboard.alerts.backoff import Schedule, next_delay
 from latencyboard.alerts.evidence import change_words
 from latencyboard.alerts.links import absolute, alert_links
 from latencyboard.alerts.models import AlertEvent, AlertStatus, Delivery, DeliveryStatus
+from latencyboard.alerts.services import SEND_DELIVERIES_TASK
+from latencyboard.alerts.slots import Head, Urgency, next_delivery
 from latencyboard.notifications.delivery import deliver
 from latencyboard.notifications.message import channel_test_notice
 from latencyboard.notifications.notice import Action, Attempt, Notice, Severity, Verdict
+from latencyboard.storage import outbox_lock
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +35,8 @@ ACTIONS = {
     AlertStatus.ACKNOWLEDGED: Action.ACKNOWLEDGE,
     AlertStatus.RESOLVED: Action.RESOLVE,
 }
-DUE = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+# A delivery still "sending" past its claim lost its worker: it is due again.
+CLAIMABLE = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING, DeliveryStatus.SENDING)
 
 
 def _text(value: Any) -> str:
@@ -130,35 +135,79 @@ def send_due(
     limit: int = 100,
     seconds: float | None = None,
 ) -> int:
-    """Send up to ``limit`` due deliveries, one transaction each (its row locked, so no two
-    workers send it) through ``send`` (the notifications transport; the retry-schedule
-    tests script it); returns how many were attempted. With ``seconds``, no delivery is
-    started after that long: the rest wait for the next run, and the task's time limit holds
-    however slowly receivers answer."""
+    """Send up to ``limit`` due deliveries through ``send`` (the notifications transport; the
+    retry-schedule tests script it), one at a time, each claimed first so no other worker
+    sends it (see :func:`claim`); returns how many were attempted. With ``seconds``, no
+    delivery is started after that long: the rest wait for the next run, and the task's time
+    limit holds however slowly receivers answer."""
     schedule = schedule or Schedule(max_attempts=settings.ALERT_DELIVERY_MAX_ATTEMPTS)
     stop_at = None if seconds is None else time.monotonic() + seconds
     attempted = 0
     while attempted < limit and (stop_at is None or time.monotonic() < stop_at):
-        with transaction.atomic():
-            delivery = (
-                Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-                .select_related(
-                    "channel__team",
-                    "event__who",
-                    "event__alert__rule",
-                    "event__alert__incident",
-                    "event__alert__pipeline__team",
-                )
-                .select_related("event__alert__stage")
-                .filter(status__in=DUE, next_attempt_at__lte=now())
-                .order_by("next_attempt_at", "pk")
-                .first()
-            )
-            if delivery is None:
-                break
-            _attempt(delivery, send, schedule, now)
+        claimed = claim(now())
+        if claimed is None:
+            break
+        delivery = Delivery.objects.select_related(
+            "channel__team",
+            "event__who",
+            "event__alert__rule",
+            "event__alert__incident",
+            "event__alert__pipeline__team",
+            "event__alert__stage",
+        ).get(pk=claimed)
+        _attempt(delivery, send, schedule, now)
         attempted += 1
     return attempted
+
+
+_URGENCY = Case(
+    When(attempts=0, event__to_status=AlertStatus.FIRING, then=Value(Urgency.PAGE)),
+    When(attempts=0, event__isnull=False, then=Value(Urgency.NOTICE)),
+    default=Value(Urgency.LATER),
+)
+
+
+def claim(now: dt.datetime) -> int | None:
+    """Claim the delivery to send next (by :func:`latencyboard.alerts.slots.next_delivery`
+    over the ``NOTIFICATION_SLOTS``) and return its id, or None while none may start.
+
+    The claim marks it ``sending`` until the send task's hard time limit from now, when its
+    worker is surely gone: a worker killed mid-attempt leaves it due again then, never lost.
+    Claims take turns on an advisory lock, so the deliveries in flight they count are the
+    ones there are."""
+    lease = dt.timedelta(seconds=settings.TASK_TIME_LIMITS[SEND_DELIVERIES_TASK].hard)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            outbox_lock.take(cursor)
+        in_flight = Delivery.objects.filter(status=DeliveryStatus.SENDING, next_attempt_at__gt=now)
+        held = dict(
+            in_flight.order_by()
+            .values("channel__team")
+            .annotate(n=Count("pk"))
+            .values_list("channel__team", "n")
+        )
+        heads = [
+            Head(team_id, Urgency(urgency), due_at, pk)
+            for team_id, urgency, due_at, pk in Delivery.objects.filter(
+                status__in=CLAIMABLE, next_attempt_at__lte=now
+            )
+            .annotate(urgency=_URGENCY)
+            .order_by("channel__team", "urgency", "next_attempt_at", "pk")
+            .distinct("channel__team")
+            .values_list("channel__team", "urgency", "next_attempt_at", "pk")
+        ]
+        chosen = next_delivery(heads, held, settings.NOTIFICATION_SLOTS)
+        if chosen is None:
+            return None
+        claimed = Delivery.objects.filter(
+            pk=chosen.delivery_id, status__in=CLAIMABLE, next_attempt_at__lte=now
+        ).update(
+            status=DeliveryStatus.SENDING,
+            attempts=F("attempts") + 1,
+            next_attempt_at=now + lease,
+            updated_at=now,
+        )
+    return chosen.delivery_id if claimed else None
 
 
 def _attempt(
@@ -175,30 +224,36 @@ def _attempt(
         )
     else:
         attempt = Attempt(Verdict.FAILED, None, "channel disabled")
-    delivery.attempts += 1
-    delivery.last_status_code = attempt.status_code
-    delivery.detail = attempt.detail[:500]
-    delivery.updated_at = now()
+    at = now()
+    status, detail, next_attempt_at = DeliveryStatus.FAILED, attempt.detail, at
     if attempt.verdict is Verdict.DELIVERED:
-        delivery.status = DeliveryStatus.DELIVERED
-    elif attempt.verdict is Verdict.FAILED:
-        delivery.status = DeliveryStatus.FAILED
-    else:
+        status = DeliveryStatus.DELIVERED
+    elif attempt.verdict is Verdict.RETRY:
         delay = next_delay(delivery.attempts, attempt.retry_after_s, schedule)
         if delay is None:
-            delivery.status = DeliveryStatus.FAILED
-            delivery.detail = f"gave up after {delivery.attempts} attempts: {attempt.detail}"[:500]
+            detail = f"gave up after {delivery.attempts} attempts: {attempt.detail}"
         else:
-            delivery.status = DeliveryStatus.RETRYING
-            delivery.next_attempt_at = delivery.updated_at + dt.timedelta(seconds=delay)
-    delivery.save()
+            status = DeliveryStatus.RETRYING
+            next_attempt_at = at + dt.timedelta(seconds=delay)
+    # Guarded by the claim: a worker whose claim lapsed (and was taken again) records nothing.
+    recorded = Delivery.objects.filter(
+        pk=delivery.pk, status=DeliveryStatus.SENDING, next_attempt_at=delivery.next_attempt_at
+    ).update(
+        status=status,
+        last_status_code=attempt.status_code,
+        detail=detail[:500],
+        updated_at=at,
+        next_attempt_at=next_attempt_at,
+    )
     logger.info(
         "alerts.delivery",
         extra={
             "delivery_id": delivery.pk,
+            "team_id": channel.team_id,
             "channel_kind": channel.kind,
-            "status": delivery.status,
+            "status": status,
             "attempts": delivery.attempts,
             "status_code": attempt.status_code,
+            "recorded": bool(recorded),
         },
     )

@@ -17,3 +17,6 @@ HEAVY_READ_SLOTS: Final = 0x4C42_0000
 """Slot ``n`` of a team's heavy reads (``latencyboard.web.heavy_reads``) is the advisory lock
 of the two keys ``HEAVY_READ_SLOTS + n`` and the team's id: a space apart from ``FOLD``'s,
 whose lock has one key."""
+OUTBOX_CLAIMS: Final = 0x5A_1A_C0_03
+"""Claiming a due notification delivery: one claimer at a time, so the count of each team's
+deliveries in flight that decides the claim cannot change under it."""

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.test import Client
+from django.utils import timezone
 
 from audits import services
 from audits.log import record
@@ -215,8 +216,42 @@ def test_a_team_may_have_a_few_reports_waiting_and_no_more(settings):
     assert (first.status_code, second.status_code) == (201, 201)
     assert third.status_code == 429
     assert "2 reports queued or being built" in third.json()["detail"]
+    assert third["Retry-After"] == str(settings.AUDIT_REPORT_RETRY_AFTER_SECONDS)
     assert fourth.status_code == 201
     assert Report.objects.filter(team=team).count() == 3
+
+
+def test_a_full_queue_says_when_the_oldest_waiting_report_should_be_done(settings):
+    # given a team whose last reports each took 10 minutes from request to done, and a full
+    # queue whose oldest report was requested 4 minutes ago
+    settings.AUDIT_MAX_PENDING_REPORTS = 1
+    team = _team()
+    script, user = _script(team)
+    now = timezone.now()
+    for minutes_ago in (60, 30):
+        requested = now - dt.timedelta(minutes=minutes_ago)
+        Report.objects.create(
+            team=team,
+            year=2026,
+            quarter=3,
+            pipeline_ids=[],
+            requested_by=user,
+            requested_at=requested,
+            status="done",
+            finished_at=requested + dt.timedelta(minutes=10),
+        )
+    asked = {"team": team.pk, "year": 2026, "quarter": 3}
+    waiting = script.post("/api/audit-reports/", asked, content_type="application/json")
+    Report.objects.filter(pk=waiting.json()["id"]).update(
+        requested_at=now - dt.timedelta(minutes=4)
+    )
+
+    # when the script asks for another
+    refused = script.post("/api/audit-reports/", asked, content_type="application/json")
+
+    # then it is told to come back in the 6 minutes the waiting one should still take
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == "360"
 
 
 @pytest.mark.parametrize("role", [Role.VIEWER, Role.ONCALL], ids=str)

@@ -151,3 +151,23 @@ def test_finished_report_is_not_rebuilt(client):
     assert list(report.files.order_by("name").values_list("name", "sha256")) == hashes
     assert Report.objects.get(pk=report.pk).finished_at == finished_at
     assert finished_at is not None
+
+
+def test_a_full_report_queue_refuses_the_page_with_when_to_come_back(client, settings):
+    # given a team allowed one waiting report, which has one queued (no worker builds it)
+    settings.AUDIT_MAX_PENDING_REPORTS = 1
+    team = make_team()
+    Pipeline.objects.create(team=team, service_name="fraud-scorer")
+    auditor = make_user(team, Role.AUDITOR)
+    services.request_report(None, team, 2026, 3, None, auditor, timezone.now())
+    client.force_login(auditor)
+
+    # when the auditor requests another on the page
+    asked = {"team": team.pk, "year": 2026, "quarter": 3}
+    refused = client.post("/audits/reports/", asked)
+
+    # then the page says why, with the status and header that say when to retry
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == str(settings.AUDIT_REPORT_RETRY_AFTER_SECONDS)
+    assert "1 reports queued or being built" in refused.content.decode()
+    assert Report.objects.filter(team=team).count() == 1

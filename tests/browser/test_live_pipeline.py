@@ -23,7 +23,7 @@ from latencyboard.spans.models import IngestBatch
 from tests.browser.conftest import PASSWORD, LiveWeb, log_in, screenshot, serve_web
 from tests.factories import make_team_with_token, make_user
 from tests.ingest.otlp import SpanSpec, export_request, post
-from tests.support import PYTHON, RunningProcess, start_process, stop_process
+from tests.support import PYTHON, RunningProcess, start_process, start_worker, stop_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,18 +46,6 @@ def start_ingest(env: dict[str, str], log: Path) -> tuple[RunningProcess, str]:
         ready_port=http_port,
     )
     return running, f"http://127.0.0.1:{http_port}/v1/traces"
-
-
-def start_worker(env: dict[str, str], log: Path) -> RunningProcess:
-    """A Celery worker and no beat: folds start when ingest wakes them, as in production."""
-    argv = [PYTHON, "-m", "celery", "-A", "latencyboard", "worker", "--pool", "solo"]
-    argv += ["--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"]
-    running = start_process(argv, env, log)
-    deadline = time.monotonic() + 60
-    while "ready." not in running.log():
-        assert time.monotonic() < deadline, running.log()
-        time.sleep(0.1)
-    return running
 
 
 def export(ingest: Ingest, requests: int, start: dt.datetime) -> None:

@@ -12,7 +12,7 @@ from latencyboard.local.embedded import EmbeddedRedis, free_port
 from latencyboard.spans.models import IngestBatch, Span
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import SpanSpec, export_request, post
-from tests.support import PYTHON, RunningProcess, start_process, stop_process
+from tests.support import PYTHON, RunningProcess, start_process, start_worker, stop_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,13 +40,7 @@ def ingest(child_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def worker(child_env: dict[str, str], tmp_path: Path) -> Iterator[RunningProcess]:
     """A Celery worker and no beat: only a wake can start a fold."""
-    argv = [PYTHON, "-m", "celery", "-A", "latencyboard", "worker", "--pool", "solo"]
-    argv += ["--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"]
-    running = start_process(argv, child_env, tmp_path / "worker.log")
-    deadline = time.monotonic() + 60
-    while "ready." not in running.log():
-        assert time.monotonic() < deadline, running.log()
-        time.sleep(0.1)
+    running = start_worker(child_env, tmp_path / "worker.log")
     yield running
     stop_process(running)
 

@@ -130,3 +130,43 @@ def test_behind_a_declared_proxy_each_client_address_is_counted_apart(settings):
 
     # then they get in, and the attacker's address stays locked out
     assert (status, attacker_status) == (302, 429)
+
+
+@pytest.mark.parametrize(("url", "home"), LOGIN_PAGES)
+def test_one_address_guessing_a_few_passwords_on_many_user_names_is_locked_out(url, home):
+    # given an address that tried two wrong passwords on each of many user names, never
+    # reaching the lockout of any one of them
+    users = [_staff_user() for _ in range(settings.LOGIN_ADDRESS_FAILURE_LIMIT // 2)]
+    statuses = [_log_in(url, user.get_username(), WRONG)[1] for user in users for _ in range(2)]
+
+    # when a user with the right password logs in from that address, and another from their own
+    refused = Client(REMOTE_ADDR=ATTACKER).post(
+        url, {"username": _staff_user().get_username(), "password": PASSWORD, "next": "/"}
+    )
+    client, status = _log_in(url, users[0].get_username(), PASSWORD, "203.0.113.9")
+
+    # then the address was stopped at its limit and is told when to come back; the other gets in
+    assert statuses[-1] == 429
+    assert set(statuses[:-1]) == {200}
+    assert refused.status_code == 429
+    cooloff_s = int(settings.AXES_COOLOFF_TIME.total_seconds())
+    assert refused["Retry-After"] == str(cooloff_s)
+    assert "from this address" in refused.content.decode()
+    assert (status, client.get(home).status_code) == (302, 200)
+
+
+@pytest.mark.parametrize(("url", "home"), LOGIN_PAGES)
+def test_a_user_name_lockout_says_when_to_retry(url, home):
+    # given a user whose password someone guessed from one address until the lockout
+    user = _staff_user()
+    _guess_until_locked_out(url, user.get_username())
+
+    # when the right password comes next from that address
+    refused = Client(REMOTE_ADDR=ATTACKER).post(
+        url, {"username": user.get_username(), "password": PASSWORD, "next": "/"}
+    )
+
+    # then the refusal says when the pause ends, in the header and on the page
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == str(int(settings.AXES_COOLOFF_TIME.total_seconds()))
+    assert "15 minutes" in refused.content.decode()

@@ -3,7 +3,6 @@ each cut at one deadline. Real Redis broker, two real Celery workers, a receiver
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from latencyboard.teams.models import Role
 from tests.factories import make_requests, make_team, make_user
 from tests.latencyboard.notifications.receiver import LOOPBACK_NETWORK, trickling_receiver
 from tests.latencyboard.test_celery_worker import _wait_for
-from tests.support import PYTHON, RunningProcess, start_process, stop_process
+from tests.support import RunningProcess, start_worker, stop_process
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
@@ -30,15 +29,7 @@ SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 def _worker(env: dict[str, str], log: Path, queues: str) -> RunningProcess:
-    argv = [PYTHON, "-m", "celery", "-A", "latencyboard", "worker", "--pool", "solo"]
-    argv += ["--queues", queues, "--hostname", f"{queues}@%h", "--loglevel", "INFO"]
-    argv += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
-    running = start_process(argv, env, log)
-    deadline = time.monotonic() + 60
-    while "ready." not in running.log():
-        assert time.monotonic() < deadline, running.log()
-        time.sleep(0.1)
-    return running
+    return start_worker(env, log, "--queues", queues, "--hostname", f"{queues}@%h")
 
 
 @pytest.fixture
@@ -85,7 +76,7 @@ def test_a_receiver_trickling_its_answer_neither_stalls_the_fold_nor_holds_its_w
         assert _wait_for(lambda: Rollup.objects.filter(team=team_a).exists(), 60), worker.log()
         # and each delivery is cut at its deadline, to be retried later
         assert _wait_for(
-            lambda: Delivery.objects.filter(channel=channel, attempts__gte=1).count() == 2, 60
+            lambda: Delivery.objects.filter(channel=channel, status="retrying").count() == 2, 60
         ), notifier.log()
     details = set(Delivery.objects.filter(channel=channel).values_list("detail", flat=True))
     assert details == {f"timed out after {DELIVERY_TIMEOUT_S} s"}

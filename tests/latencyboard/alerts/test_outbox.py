@@ -11,10 +11,11 @@ from django.utils import timezone
 from standardwebhooks import Webhook
 
 from latencyboard.alerts.backoff import Schedule
-from latencyboard.alerts.models import Alert, AlertStatus, Delivery
-from latencyboard.alerts.outbox import send_due
-from latencyboard.alerts.services import record_event
+from latencyboard.alerts.models import Alert, AlertStatus, Delivery, Rule
+from latencyboard.alerts.outbox import claim, notice_of, send_due
+from latencyboard.alerts.services import record_event, send_test
 from latencyboard.notifications.notice import Action, Attempt, Notice, Verdict
+from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Role
 from tests.factories import incident_for, make_user
 from tests.latencyboard.alerts.scenes import HOOK_SECRET, NOW, Scene, make_scene
@@ -209,3 +210,57 @@ def test_an_empty_outbox_sends_nothing():
     sent = send_due(Clock(NOW))
 
     assert sent == 0
+
+
+def test_a_page_is_sent_before_a_test_send_and_a_retry_that_fell_due_earlier():
+    # given a retry due a minute ago and the channel's "send test" pressed 30 s ago
+    scene = make_scene()
+    retry = queued(scene, NOW - dt.timedelta(minutes=5))
+    Delivery.objects.filter(pk=retry.pk).update(
+        status="retrying", attempts=1, next_attempt_at=NOW - dt.timedelta(minutes=1)
+    )
+    admin = make_user(scene.team, Role.ADMIN)
+    test = send_test(scene.channel, admin, NOW - dt.timedelta(seconds=30))  # type: ignore[arg-type]
+
+    # when an incident of another pipeline of the team opens now, paging the same channel
+    pipeline = Pipeline.objects.create(team=scene.team, service_name="recommender")
+    rule = Rule.objects.create(pipeline=pipeline, name="end to end")
+    rule.channels.add(scene.channel)
+    alert = Alert.objects.create(
+        rule=rule,
+        pipeline=pipeline,
+        incident=incident_for(pipeline, AlertStatus.FIRING, NOW),
+        dedup_key="k-2",
+        status=AlertStatus.FIRING,
+        summary="recommender · end to end: p99 80.0 → 120.0 ms (+50%)",
+        started_at=NOW,
+    )
+    record_event(alert, "", AlertStatus.FIRING, NOW, note="fired")
+    transport = Scripted(OK, OK, OK)
+    send_due(Clock(NOW), transport)
+
+    # then the page went first, then the retry and the test in the order they fell due
+    told = [call[3].dedup_key for call in transport.calls]
+    assert told == [
+        alert.incident.dedup_key,
+        retry.event.alert.incident.dedup_key,  # type: ignore[union-attr]
+        notice_of(test).dedup_key,
+    ]
+
+
+def test_a_delivery_whose_worker_died_mid_attempt_is_sent_once_after_its_claim_lapses(settings):
+    # given a delivery claimed by a worker that was then killed before recording anything
+    scene = make_scene()
+    delivery = queued(scene)
+    assert claim(NOW) == delivery.pk
+    lapses = NOW + dt.timedelta(seconds=settings.TASK_TIME_LIMITS["alerts.send_deliveries"].hard)
+
+    # when the outbox is sent just before the claim lapses, and when it has
+    transport = Scripted(OK)
+    before = send_due(Clock(lapses - dt.timedelta(seconds=1)), transport)
+    after = send_due(Clock(lapses), transport)
+
+    # then only the second sends it, once, and its attempts count the lost one
+    delivery.refresh_from_db()
+    assert (before, after, len(transport.calls)) == (0, 1, 1)
+    assert (delivery.status, delivery.attempts) == ("delivered", 2)
