@@ -34,6 +34,7 @@ logger = logging.getLogger("ingest")
 WORKER_FLAG = "--worker"
 RATE_TABLE_FLAG = "--rate-limit-table"
 STOP_TIMEOUT = 10.0
+GIL_SWITCH_SECONDS = 0.0005
 
 
 def _listen(host: str, port: int, *, reuse_port: bool) -> socket.socket:
@@ -60,6 +61,10 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     from latencyboard.db import conninfo
     from latencyboard.header_timeout import with_header_timeout
 
+    # A thread whose database answer has come back waits for the GIL while another decodes: at
+    # the default 5 ms switch interval, each of an export's round trips in its transaction
+    # could wait that long, with the database idle in transaction meanwhile.
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     http_socket = _listen(args.host, args.http_port, reuse_port=reuse_port)
     writer = SpanWriter(
         conninfo(),
