@@ -21,7 +21,8 @@ import psycopg
 
 from latencyboard.processes import die_with_parent
 
-# Postgres refuses to run as root; under root the server runs as this system user instead.
+# Postgres refuses to run as root; under root the server runs as a system user instead, this
+# one unless EMBEDDED_PG_SYSTEM_USER names another (created when missing).
 PG_SYSTEM_USER = "pgserver"
 # The role the application connects as: not a superuser, and not the audit log's owner
 # (latencyboard/storage/roles.py); the superuser "postgres" migrates.
@@ -59,6 +60,9 @@ class EmbeddedPostgres:
     port: int
     database: str = "latencyboard"
     log_path: Path | None = None
+    system_user: str = field(
+        default_factory=lambda: os.environ.get("EMBEDDED_PG_SYSTEM_USER") or PG_SYSTEM_USER
+    )
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     name: str = field(default="postgres", init=False)
 
@@ -96,7 +100,7 @@ class EmbeddedPostgres:
                 ensure_user_exists,
             )
 
-        entry = ensure_user_exists(PG_SYSTEM_USER)
+        entry = ensure_user_exists(self.system_user)
         assert entry is not None
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.data_dir.stat().st_uid != entry.pw_uid:
@@ -105,7 +109,7 @@ class EmbeddedPostgres:
             ensure_folder_permissions(self.bin_dir.parent, 0o555)
             for path in [self.data_dir, *self.data_dir.rglob("*")]:
                 os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
-        return PG_SYSTEM_USER
+        return self.system_user
 
     def start(self, timeout: float = 60) -> None:
         user = self._run_as()
