@@ -7,12 +7,15 @@ left behind: no daemon, no pid file to trust.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import socket
 import subprocess
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -39,6 +42,22 @@ def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
         return s.connect_ex((host, port)) == 0
+
+
+@contextlib.contextmanager
+def _user_database_locked() -> Iterator[None]:
+    """Hold the other processes of ours that look up or create a system user until this one is
+    done. The test processes of ``make test`` start their servers at the same moment: without
+    it, on a machine where the system user did not exist yet, a second ``useradd`` failed, or
+    ``initdb`` ran while the first one was still writing the user and could not find itself.
+    ``/etc`` itself is locked (root runs this): it holds the user database, is never replaced,
+    and no other user can create it in our place, as they could a lock file in /tmp."""
+    fd = os.open("/etc", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _wait(check: object, timeout: float, what: str, process: subprocess.Popen[bytes]) -> None:
@@ -100,7 +119,8 @@ class EmbeddedPostgres:
                 ensure_user_exists,
             )
 
-        entry = ensure_user_exists(self.system_user)
+        with _user_database_locked():
+            entry = ensure_user_exists(self.system_user)
         assert entry is not None
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.data_dir.stat().st_uid != entry.pw_uid:
