@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from latencyboard.dashboards.bottleneck import parse_stage_kinds
 from latencyboard.env import env_bool, env_int, env_list, env_str
 from latencyboard.live.layers import redis_channel_layers
+from latencyboard.local.embedded import REDIS_CREDENTIAL, SUPERUSER_CREDENTIAL, kept_password
 from latencyboard.notifications.transport import BadNetworkError, parse_networks
 from latencyboard.task_limits import (
     DEFAULT_LIMIT,
@@ -52,14 +53,21 @@ if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS must be set when DEBUG is off")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
+# By default, the embedded servers of `make run`, with the passwords it keeps in VAR_DIR: so a
+# command run by hand beside it reaches them (the runner gives its own children their URLs).
 DATABASE_URL = _required_in_production(
-    "DATABASE_URL", f"postgresql://postgres@127.0.0.1:{EMBEDDED_PG_PORT}/latencyboard"
+    "DATABASE_URL",
+    f"postgresql://postgres:{kept_password(VAR_DIR, SUPERUSER_CREDENTIAL)}"
+    f"@127.0.0.1:{EMBEDDED_PG_PORT}/latencyboard",
 )
 # The owner role `manage.py migrate` connects as, which then hands the application role
 # (DATABASE_URL's user) every table but the audit log's (latencyboard/storage/roles.py).
 # Empty: DATABASE_URL's role migrates and owns everything, the audit log included.
 DATABASE_MIGRATION_URL = env_str("DATABASE_MIGRATION_URL")
-REDIS_URL = _required_in_production("REDIS_URL", f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0")
+REDIS_URL = _required_in_production(
+    "REDIS_URL",
+    f"redis://:{kept_password(VAR_DIR, REDIS_CREDENTIAL)}@127.0.0.1:{EMBEDDED_REDIS_PORT}/0",
+)
 
 try:
     _database = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)

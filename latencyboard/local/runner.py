@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -22,8 +21,15 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
+from urllib.parse import urlsplit
 
-from latencyboard.local.embedded import EmbeddedPostgres, EmbeddedRedis, die_with_parent
+from latencyboard.local.embedded import (
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    die_with_parent,
+    secrets_dir,
+)
+from latencyboard.local.secret_files import secret
 from latencyboard.local.supervisor import BASE_DIR, Child, GaveUp, Supervisor, tail
 
 # uvicorn's protocol with a deadline on request headers (a slow-header client is cut off).
@@ -125,10 +131,7 @@ def _secret_key_file(var_dir: Path) -> Path:
     """The local Django secret key, generated on first start and kept (mode 0600) in var/:
     sessions survive a restart, and no two installations share a key."""
     path = var_dir / "secret-key"
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(50) + "\n")
+    secret(path, nbytes=50)
     return path
 
 
@@ -210,6 +213,7 @@ def run(demo: bool, bind: str, history_days: int | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     started = time.monotonic()
+    passwords: Path | None = None  # where the embedded servers' passwords are, if any runs
     try:
         if not env.get("DATABASE_URL"):
             postgres = EmbeddedPostgres(
@@ -218,6 +222,7 @@ def run(demo: bool, bind: str, history_days: int | None = None) -> int:
                 log_path=log_dir / "postgres.log",
             )
             supervisor.start(postgres)
+            passwords = secrets_dir(postgres.data_dir)
             env["DATABASE_MIGRATION_URL"] = postgres.url
             env["DATABASE_URL"] = postgres.app_url
         if not env.get("REDIS_URL"):
@@ -227,6 +232,7 @@ def run(demo: bool, bind: str, history_days: int | None = None) -> int:
                 log_path=log_dir / "redis.log",
             )
             supervisor.start(redis)
+            passwords = secrets_dir(redis.data_dir)
             env["REDIS_URL"] = redis.url
 
         _manage(env, "migrate", "--noinput")
@@ -262,6 +268,7 @@ def run(demo: bool, bind: str, history_days: int | None = None) -> int:
             credentials,
             env,
             var_dir,
+            passwords,
             time.monotonic() - started,
             demo,
         )
@@ -290,6 +297,7 @@ def _print_banner(
     credentials: dict[str, str | None],
     env: dict[str, str],
     var_dir: Path,
+    passwords: Path | None,
     elapsed: float,
     demo: bool,
 ) -> None:
@@ -304,12 +312,22 @@ def _print_banner(
         f"  OTLP/HTTP   http://{host}:{http_port}/v1/traces",
         f"  OTLP/gRPC   {host}:{grpc_port}",
         f"  Demo token  {credentials['demo_token']}" if demo else "  Demo        off (--no-demo)",
-        f"  Database    {env['DATABASE_URL']}",
-        f"  Redis       {env['REDIS_URL']}",
+        f"  Database    {_without_password(env['DATABASE_URL'])}",
+        f"  Redis       {_without_password(env['REDIS_URL'])}",
+        *([f"  Passwords   {passwords} (its owner's only)"] if passwords else []),
         f"  Logs        {var_dir / 'log'}",
         "Press Ctrl-C to stop.",
     ]
     print("\n".join(lines), flush=True)
+
+
+def _without_password(url: str) -> str:
+    """``url`` with its password, if it has one, left out (for the terminal)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host).geturl()
 
 
 def main() -> None:

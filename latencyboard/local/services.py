@@ -14,6 +14,7 @@ from django.db import transaction
 
 from latencyboard.audit_trail import Subject, act
 from latencyboard.demo import profiles
+from latencyboard.local.secret_files import write_secret
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla import versions
 from latencyboard.sla.models import Window
@@ -39,12 +40,6 @@ class LocalCredentials:
     demo_token: str
 
 
-def _write_secret(path: Path, value: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600, exist_ok=True)
-    path.write_text(value + "\n")
-
-
 def _read_secret(path: Path) -> str | None:
     try:
         return path.read_text().strip() or None
@@ -68,7 +63,7 @@ def bootstrap(var_dir: Path, *, demo: bool = False) -> LocalCredentials:
     if admin is None:
         password = secrets.token_urlsafe(12)
         admin = user_model.objects.create_superuser(ADMIN_USERNAME, "", password)
-        _write_secret(password_file, password)
+        write_secret(password_file, password)
     team, _ = Team.objects.get_or_create(slug="demo", defaults={"name": DEMO_TEAM})
     before = Membership.objects.filter(team=team, user=admin).values_list("role", flat=True).first()
     if before != Role.ADMIN:
@@ -91,7 +86,7 @@ def bootstrap(var_dir: Path, *, demo: bool = False) -> LocalCredentials:
     if demo_token is None or not still_valid:
         issued = team_services.issue_ingest_token(team, "demo service", admin)
         demo_token = issued.plaintext
-        _write_secret(token_file, demo_token)
+        write_secret(token_file, demo_token)
         act(
             None,
             "ingest_token.created",

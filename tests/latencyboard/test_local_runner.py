@@ -3,6 +3,7 @@ die, Ctrl-C, nothing left running."""
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
 import os
 import re
@@ -20,6 +21,7 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
+import redis
 
 from latencyboard.local.embedded import free_port
 from tests.ingest.otlp import SpanSpec, export_request, post
@@ -80,8 +82,13 @@ class Runner:
     def span_count(self) -> int:
         return self.count("SELECT count(*) FROM spans_span")
 
+    def secret(self, name: str) -> str:
+        return (self.var_dir / "secrets" / name).read_text().strip()
+
     def count(self, sql: str) -> int:
-        url = f"postgresql://postgres@127.0.0.1:{self.ports['EMBEDDED_PG_PORT']}/latencyboard"
+        port = self.ports["EMBEDDED_PG_PORT"]
+        password = self.secret("postgres-password")
+        url = f"postgresql://postgres:{password}@127.0.0.1:{port}/latencyboard"
         with psycopg.connect(url) as conn:
             row = conn.execute(sql).fetchone()
             assert row is not None
@@ -232,7 +239,7 @@ def test_run_command_serves_login_stores_history_and_demo_spans_and_stops_cleanl
         f"postgresql://latencyboard_app@127.0.0.1:{runner.ports['EMBEDDED_PG_PORT']}/latencyboard"
     )
     assert f"Database    {app_url}" in output
-    with psycopg.connect(app_url, autocommit=True) as conn:
+    with psycopg.connect(app_url, password=runner.secret("app-password"), autocommit=True) as conn:
         superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         assert superuser.fetchone() == (False,)
         for statement in (
@@ -306,12 +313,82 @@ def test_a_killed_redis_is_restarted_and_new_spans_are_rolled_up_again(start_run
     runner.read_until("latencyboard: redis restarted", timeout=30)
     # and a span stored afterwards is rolled up: beat and worker are back on the broker
     assert _export(runner, timeout=60) == 200
+    _assert_rolled_up(runner)
+
+
+def _assert_rolled_up(runner: Runner) -> None:
+    """Every stored batch is rolled up within 90 s, into rollup rows."""
     pending = "SELECT count(*) FROM spans_ingestbatch WHERE rolled_up_at IS NULL"
     deadline = time.monotonic() + 90
     while runner.count(pending) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert runner.count(pending) == 0
     assert runner.count("SELECT count(*) FROM rollups_rollup") > 0
+
+
+SERVER_SECRETS = ("postgres-password", "app-password", "redis-password")
+REACH_BOTH_SERVERS = """
+import redis
+from django.conf import settings
+from django.db import connection
+with connection.cursor() as cursor:
+    cursor.execute("SELECT 1")
+    ping = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5).ping()
+    print(cursor.fetchone()[0], "PONG" if ping else "")
+"""
+
+
+def test_run_command_servers_refuse_anyone_without_the_generated_passwords(start_runner):
+    # given a running stack on its embedded servers
+    runner = start_runner("--no-demo")
+    output = runner.read_until(BANNER_END, timeout=240)
+    pg_port, redis_port = runner.ports["EMBEDDED_PG_PORT"], runner.ports["EMBEDDED_REDIS_PORT"]
+
+    # then another local user's client, without a password, is refused by PostgreSQL over TCP,
+    # as its superuser and as the application's role
+    for role in ("postgres", "latencyboard_app"):
+        url = f"postgresql://{role}@127.0.0.1:{pg_port}/latencyboard"
+        with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+            psycopg.connect(url, connect_timeout=5)
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(url, password="guess", connect_timeout=5)
+    # and by Redis
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(port=redis_port, socket_timeout=5).ping()
+    # and the passwords are kept in a folder of var/ that only the runner's user may enter
+    secrets_dir = runner.var_dir / "secrets"
+    assert secrets_dir.stat().st_mode & 0o777 == 0o700
+    assert {p.name: p.stat().st_mode & 0o777 for p in secrets_dir.iterdir()} == dict.fromkeys(
+        SERVER_SECRETS, 0o600
+    )
+    # and with them the product works: a span is stored by ingest as the application's role
+    # and rolled up by beat and the worker through Redis
+    with redis.Redis(port=redis_port, password=runner.secret("redis-password")) as client:
+        assert client.ping() is True
+    assert _export(runner, timeout=60) == 200
+    _assert_rolled_up(runner)
+    # and a command run by hand beside it, no URL given, reaches both with the kept passwords
+    by_hand = subprocess.run(
+        [PYTHON, "manage.py", "shell", "-c", REACH_BOTH_SERVERS],
+        cwd=ROOT,
+        env={
+            "PATH": os.environ["PATH"],
+            "LATENCYBOARD_VAR_DIR": str(runner.var_dir),
+            "EMBEDDED_PG_PORT": str(pg_port),
+            "EMBEDDED_REDIS_PORT": str(redis_port),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (by_hand.returncode, by_hand.stdout.splitlines()[-1:]) == (0, ["1 PONG"]), by_hand.stderr
+    # and no password shows in the terminal, a log or any process's command line
+    shown = [output, *(log.read_text() for log in (runner.var_dir / "log").iterdir())]
+    for process in runner.tree():
+        with contextlib.suppress(psutil.NoSuchProcess):  # a short-lived child may be gone
+            shown.append(" ".join(process.cmdline()))
+    passwords = [runner.secret(name) for name in SERVER_SECRETS]
+    assert [p for p in passwords if any(p in text for text in shown)] == []
 
 
 def test_a_child_that_keeps_crashing_stops_everything_with_an_error(start_runner):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +31,7 @@ from pytest_django.fixtures import Settings
 from latencyboard.db import conninfo, read_connection
 from latencyboard.db_router import REPLICA, replica_reads
 from latencyboard.local.embedded import EmbeddedPostgres, free_port
+from latencyboard.local.secret_files import write_secret
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.models import Resolution, Rollup
 from latencyboard.sketches.sketch import Sketch
@@ -69,6 +71,8 @@ def standby_server(replica_port: int) -> Iterator[EmbeddedPostgres]:
     # Not tmp_path: under root, PostgreSQL runs as another user (see conftest.scratch_dir).
     data = Path(tempfile.mkdtemp(prefix="latencyboard-standby-"))
     server = EmbeddedPostgres(data / "standby", replica_port, primary["NAME"], data / "log")
+    # The standby's roles are the primary's, its superuser's password too.
+    write_secret(server.password_file, primary["PASSWORD"])
     subprocess.run(
         [
             str(server.bin_dir / "pg_basebackup"),
@@ -77,6 +81,7 @@ def standby_server(replica_port: int) -> Iterator[EmbeddedPostgres]:
         ],
         check=True,
         capture_output=True,
+        env={**os.environ, "PGPASSWORD": primary["PASSWORD"]},
     )
     try:
         server.start()
