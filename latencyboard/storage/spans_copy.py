@@ -46,7 +46,6 @@ HEADER: Final = copy_format.HEADER
 TRAILER: Final = copy_format.TRAILER
 
 _JSONB_VERSION = b"\x01"
-_NULL = struct.pack(">i", -1)
 _EMPTY_NAME = struct.pack(">i", 0)
 
 # Each field's format once; the per-row encoder packs several at a time (fewer calls on
@@ -59,11 +58,31 @@ _FLAGS_FORMAT = "ihihi?"  # kind, status_code, is_root
 
 _PREFIX = struct.Struct(">hiq")  # field count, batch_id
 PREFIX_SIZE: Final = _PREFIX.size
-_TIMES_SPAN = struct.Struct(">" + _TIMES_FORMAT + _SPAN_FORMAT)
-_PARENT = struct.Struct(">i8s")
 _TEMPLATE = struct.Struct(">" + _TEMPLATE_FORMAT)
 _OWNERS_FLAGS = struct.Struct(">" + _OWNERS_FORMAT + _FLAGS_FORMAT)
 _LENGTH = struct.Struct(">i")
+# A row's fixed columns in one pack (the ingest hot path): with a parent span, and without
+# (its length -1, SQL NULL).
+_FIXED_CHILD = struct.Struct(
+    ">"
+    + _TIMES_FORMAT
+    + _SPAN_FORMAT
+    + "i8s"
+    + _TEMPLATE_FORMAT
+    + "16s"
+    + _OWNERS_FORMAT
+    + _FLAGS_FORMAT
+)
+_FIXED_ROOT = struct.Struct(
+    ">"
+    + _TIMES_FORMAT
+    + _SPAN_FORMAT
+    + "i"
+    + _TEMPLATE_FORMAT
+    + "16s"
+    + _OWNERS_FORMAT
+    + _FLAGS_FORMAT
+)
 
 
 def prefix(batch_id: int) -> bytes:
@@ -112,18 +131,17 @@ def encode_span(
 ) -> bytes:
     """One row without its :func:`prefix`; ids are the raw 16- and 8-byte OTLP ids,
     ``attributes`` those of the span its template does not hold."""
-    return b"".join(
-        (
-            _TIMES_SPAN.pack(8, start_ns // 1000 - PG_EPOCH_US, 8, duration_ns, 8, span_id),
-            _NULL if parent_span_id is None else _PARENT.pack(8, parent_span_id),
-            _TEMPLATE.pack(8, template_id, 16),
-            trace_id,
-            _OWNERS_FLAGS.pack(
-                4, team_id, 4, pipeline_id, 4, stage_id, 2, kind, 2, status_code, 1, is_root
-            ),
-            _tail(status_message, json_bytes(attributes) if attributes else b"{}"),
-        )
-    )
+    start_us = start_ns // 1000 - PG_EPOCH_US
+    tail = _tail(status_message, json_bytes(attributes) if attributes else b"{}")
+    if parent_span_id is None:
+        return _FIXED_ROOT.pack(
+            8, start_us, 8, duration_ns, 8, span_id, -1, 8, template_id, 16, trace_id,
+            4, team_id, 4, pipeline_id, 4, stage_id, 2, kind, 2, status_code, 1, is_root,
+        ) + tail  # fmt: skip
+    return _FIXED_CHILD.pack(
+        8, start_us, 8, duration_ns, 8, span_id, 8, parent_span_id, 8, template_id, 16, trace_id,
+        4, team_id, 4, pipeline_id, 4, stage_id, 2, kind, 2, status_code, 1, is_root,
+    ) + tail  # fmt: skip
 
 
 class Template(Protocol):
