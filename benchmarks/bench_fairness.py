@@ -90,11 +90,20 @@ WHERE team_id = %s AND received_at >= to_timestamp(%s) AND received_at < to_time
 def children(root: Path, env: dict[str, str]) -> list[Child]:
     celery = [sys.executable, "-m", "celery", "-A", "latencyboard"]
     web = web_command(env, "127.0.0.1")  # as make run serves it
-    worker = [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"]
+    worker = [*celery, "worker", "--loglevel", "INFO"]
+    slots = env.get("NOTIFICATION_SLOTS", "2")  # the outbox's delivery slots, as make run
     return [
         Child("web", [*web, "--no-access-log"], root / "web.log"),
-        Child("worker", [*worker, "-n", "fold@%h", "-Q", "celery,reports"], root / "worker.log"),
-        Child("notifier", [*worker, "-n", "notify@%h", "-Q", "notifications"], root / "n.log"),
+        Child(
+            "worker",
+            [*worker, "--concurrency", "2", "-n", "fold@%h", "-Q", "celery,reports"],
+            root / "worker.log",
+        ),
+        Child(
+            "notifier",
+            [*worker, "--concurrency", slots, "-n", "notify@%h", "-Q", "notifications"],
+            root / "n.log",
+        ),
         Child("beat", [*celery, "beat", "--loglevel", "INFO"], root / "beat.log"),
     ]
 

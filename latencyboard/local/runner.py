@@ -182,10 +182,12 @@ def _children(env: dict[str, str], log_dir: Path, bind: str, demo: bool) -> list
             *(python, "-m", "celery", "-A", "latencyboard", "worker", "--loglevel", "INFO"),
             *("--concurrency", "2", "--hostname", "worker@%h", "--queues", "celery,reports"),
         ],
-        # Notifications apart: a slow receiver must never hold the fold's worker.
+        # Notifications apart: a slow receiver must never hold the fold's worker. Its
+        # processes are the delivery slots the outbox hands out (as in docker compose).
         "notifier": [
             *(python, "-m", "celery", "-A", "latencyboard", "worker", "--loglevel", "INFO"),
-            *("--concurrency", "2", "--hostname", "notifier@%h", "--queues", "notifications"),
+            *("--concurrency", env.get("NOTIFICATION_SLOTS", "2")),
+            *("--hostname", "notifier@%h", "--queues", "notifications"),
         ],
         "beat": [python, "-m", "celery", "-A", "latencyboard", "beat", "--loglevel", "INFO"],
     }
