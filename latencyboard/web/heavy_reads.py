@@ -2,7 +2,8 @@
 process of the database.
 
 A heavy read is one whose cost grows with the window or the data asked for: the series
-endpoints, compare, trace search, the Prometheus queries and the overview. A web process
+endpoints, compare, trace search, the Prometheus queries, the overview, and a rule's preview
+and reach. A web process
 runs Python one thread at a time, so a team running many such reads at once (each within
 its point cap) would slow every other team's pages. The web runs in several processes
 (``WEB_CONCURRENCY`` under ``make run``), so that one team's read slows only the process it
@@ -25,7 +26,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections, transaction
@@ -145,12 +146,17 @@ def heavy_read(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
 
 class HeavyRead:
     """DRF view mixin: the request, once authenticated, holds a heavy-read slot until its
-    response is made; without one it gets DRF's 429 (``Retry-After``, JSON ``detail``)."""
+    response is made; without one it gets DRF's 429 (``Retry-After``, JSON ``detail``). In a
+    viewset whose other actions are light, ``heavy_actions`` names the heavy ones."""
 
+    heavy_actions: ClassVar[frozenset[str] | None] = None
     _held: ExitStack | None = None
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        heavy = self.heavy_actions
+        if heavy is not None and getattr(self, "action", None) not in heavy:
+            return
         held = ExitStack()
         try:
             held.enter_context(team_slots(team_ids(request), started_at(request)))
