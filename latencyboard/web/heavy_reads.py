@@ -3,20 +3,19 @@ process of the database.
 
 A heavy read is one whose cost grows with the window or the data asked for: the series
 endpoints, compare, trace search, the Prometheus queries, the overview, and a rule's preview
-and reach. A web process
-runs Python one thread at a time, so a team running many such reads at once (each within
-its point cap) would slow every other team's pages. The web runs in several processes
-(``WEB_CONCURRENCY`` under ``make run``), so that one team's read slows only the process it
-runs in; the bound is shared by them all, or a team would get a slot in each. Each heavy
-read holds a slot of each team of its user for its whole length: a PostgreSQL advisory lock
-of the request's connection (a process that dies gives its slots back with it). When one
+and reach. A web process runs Python one thread at a time, so a team running many such reads at
+once (each within its point cap) would slow every other team's pages. The web runs in several
+processes (``WEB_CONCURRENCY`` under ``make run``), so that one team's read slows only the
+process it runs in; the bound is shared by them all, or a team would get a slot in each. Each
+heavy read holds a slot of each team of its user for its whole length: a PostgreSQL advisory
+lock of the request's connection (a process that dies gives its slots back with it). When one
 of them holds all its slots, the read waits in the database's lock queue, first come first
-served and using no CPU, up to ``WEB_HEAVY_WAIT_SECONDS`` (so a page's charts fetched
-together are served one after another, and a client asking again at once is slowed to the
-team's share rather than flooding the processes); still without one it is refused with
-``429``, ``Retry-After`` and a JSON body. Either way after one lookup of the user's teams
-and before any query of the read itself. Views take the bound through
-:class:`HeavyRead` (DRF) or :func:`heavy_read` (function views).
+served and using no CPU, up to ``WEB_HEAVY_WAIT_SECONDS`` (so a page's charts fetched together
+are served one after another, and a client asking again at once is slowed to the team's share
+rather than flooding the processes); still without one it is refused with ``429``,
+``Retry-After`` and a JSON body. Either way after one lookup of the user's teams and before any
+query of the read itself. Views take the bound through :class:`HeavyRead` (DRF) or
+:func:`heavy_read` (function views).
 """
 
 from __future__ import annotations
