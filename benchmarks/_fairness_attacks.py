@@ -3,7 +3,8 @@
 Each attack is a thread that keeps its pressure on until stopped: slow notification
 receivers (with "Send test" clicked on each channel), Export calls that never send their
 message, uploads that declare 64 MiB and send a few bytes, expensive series queries, and
-exports carrying ever new ``service.name`` values. Team A's exporters (OTLP/HTTP and
+exports carrying ever new ``service.name`` values, and 30-day Prometheus range queries sent
+with a read-only API token as Grafana sends them. Team A's exporters (OTLP/HTTP and
 OTLP/gRPC at a steady rate) and its browser record every answer with its time.
 """
 
@@ -18,6 +19,7 @@ import queue
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +33,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from tests.latencyboard.notifications.receiver import trickling_receiver
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+LATENCY = "latencyboard_latency_seconds"
 STAGES = ("queue_wait", "feature_hydration", "model_forward", "serialize")
 DECLARED_BYTES = 64 * 1024 * 1024
 
@@ -118,22 +121,29 @@ class Loop(threading.Thread):
         self.join(30)
 
 
+def timed(
+    what: str, port: int, method: str, path: str, body: bytes | None, headers: dict[str, str]
+) -> Answer:
+    """One request to the local ``port``, answered (its status) or failed (the error's name)."""
+    began, at = time.perf_counter(), time.time()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(method, path, body, headers)
+        response = conn.getresponse()
+        response.read()
+        status = str(response.status)
+    except (OSError, http.client.HTTPException) as exc:
+        status = type(exc).__name__
+    finally:
+        conn.close()
+    return Answer(at, what, time.perf_counter() - began, status)
+
+
 def http_exporter(port: int, token: str, rate: float, recorder: Recorder) -> Loop:
     headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {token}"}
 
     def step() -> None:
-        began, at = time.perf_counter(), time.time()
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        try:
-            conn.request("POST", "/v1/traces", export_body("checkout"), headers)
-            response = conn.getresponse()
-            response.read()
-            status = str(response.status)
-        except (OSError, http.client.HTTPException) as exc:
-            status = type(exc).__name__
-        finally:
-            conn.close()
-        recorder.add(Answer(at, "http", time.perf_counter() - began, status))
+        recorder.add(timed("http", port, "POST", "/v1/traces", export_body("checkout"), headers))
 
     return Loop("a-http", step, 1 / rate)
 
@@ -268,6 +278,28 @@ def expensive_queries(
     return [Loop(f"b-query-{n}", step, 0.0) for n in range(threads)]
 
 
+THIRTY_DAYS_S = 30 * 86_400
+
+
+def range_query(metric: str, seconds: float, step: str) -> str:
+    """A Prometheus ``query_range`` path for the last ``seconds`` of ``metric``."""
+    end = time.time()
+    query = {"query": metric, "start": end - seconds, "end": end, "step": step}
+    return "/prometheus/api/v1/query_range?" + urllib.parse.urlencode(query)
+
+
+def token_queries(port: int, api_token: str, threads: int, recorder: Recorder) -> list[Loop]:
+    """30-day ``query_range`` reads of every latency series, from ``threads`` threads at once,
+    each sent with ``api_token`` alone (no session), as Grafana sends them."""
+    headers = {"host": "localhost", "authorization": f"Bearer {api_token}"}
+
+    def step() -> None:
+        path = range_query(LATENCY, THIRTY_DAYS_S, "60")
+        recorder.add(timed("query_range 30d (token)", port, "GET", path, None, headers))
+
+    return [Loop(f"b-token-query-{n}", step, 0.0) for n in range(threads)]
+
+
 def cardinality(port: int, token: str, services_per_export: int) -> Loop:
     """Exports whose every resource has a service.name never seen before."""
     counter = itertools.count()
@@ -287,14 +319,15 @@ def cardinality(port: int, token: str, services_per_export: int) -> Loop:
 
 @dataclass(frozen=True)
 class Target:
-    """What team B attacks with: the ingest ports, its token, its logged-in viewer and its
-    pipeline (for queries)."""
+    """What team B attacks with: the ingest ports, its ingest token, its logged-in viewer,
+    its pipeline (for queries) and its admin's read-only API token."""
 
     http_port: int
     grpc_port: int
     token: str
     client: ApiClient
     pipeline: int
+    api_token: str
 
 
 def attack_loops(name: str, target: Target, recorder: Recorder) -> list[Loop]:
@@ -306,6 +339,8 @@ def attack_loops(name: str, target: Target, recorder: Recorder) -> list[Loop]:
         return expensive_queries(target.client, target.pipeline, 4, recorder)
     if name == "cardinality":
         return [cardinality(target.http_port, target.token, 50)]
+    if name == "token_queries":
+        return token_queries(target.client.port, target.api_token, 24, recorder)
     raise ValueError(f"no attack {name!r}")
 
 
@@ -316,6 +351,10 @@ def _attack(name: str, target: Target, ready: Any, stop: Any, answers: Any) -> N
         loop.start()
     ready.set()
     stop.wait()
+    # All told at once, then joined: one by one, 24 threads each finishing its request took
+    # longer than the wait for their answers.
+    for loop in loops:
+        loop.halt.set()
     for loop in loops:
         loop.stop()
     answers.put(recorder.answers)

@@ -12,7 +12,9 @@ attack, and compared with its own quiet slices. The attacks run in a process of 
 - ``huge_bodies``: uploads declaring 64 MiB and sending 16 bytes, re-opened likewise;
 - ``expensive_queries``: a 400-day stage breakdown at 1-minute steps and other long series,
   from several threads at once;
-- ``cardinality``: exports whose every resource has a new ``service.name``.
+- ``cardinality``: exports whose every resource has a new ``service.name``;
+- ``token_queries``: 30-day Prometheus ``query_range`` reads from 24 threads at once, sent
+  with team B's read-only API token (the README's Grafana setup) instead of a session.
 
 Per attack it prints team A's p99 export latency quiet and under attack, its failed exports
 under attack (anything but 200/OK: it has no rate limit of its own), how long its spans took
@@ -36,6 +38,7 @@ import numpy as np
 import psutil
 import psycopg
 from _fairness_attacks import (
+    LATENCY,
     Answer,
     Loop,
     Recorder,
@@ -45,6 +48,7 @@ from _fairness_attacks import (
     cardinality,
     grpc_exporter,
     http_exporter,
+    range_query,
     slow_channels,
 )
 from _soak_stack import ApiClient, Child, free_ports
@@ -54,16 +58,25 @@ from latencyboard.local.runner import web_command
 from latencyboard.storage import tables
 
 FIGURES = ROOT / "var" / "bench" / "fairness.json"
-ATTACKS = ("slow_channels", "silent_grpc", "huge_bodies", "expensive_queries", "cardinality")
+ATTACKS = (
+    "slow_channels",
+    "silent_grpc",
+    "huge_bodies",
+    "expensive_queries",
+    "cardinality",
+    "token_queries",
+)
 FOLD_DEADLINE_S = 30.0
 TEAM_B_SCRIPT = """
 from django.contrib.auth import get_user_model
+from latencyboard.apitokens.services import issue_api_token
 from latencyboard.teams.models import Membership, Team
 from latencyboard.teams.services import issue_ingest_token
 team = Team.objects.create(name="team-b", slug="team-b")
 admin = get_user_model().objects.create_user("b-admin")
 Membership.objects.create(user=admin, team=team, role="admin")
-print(team.id, issue_ingest_token(team, "attacker").plaintext)
+grafana = issue_api_token(admin, "grafana", "read").plaintext
+print(team.id, issue_ingest_token(team, "attacker").plaintext, grafana)
 """
 SEND_TESTS_SCRIPT = """
 from django.contrib.auth import get_user_model
@@ -232,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
                 started.append(child)
             web = psutil.Process(started[0].process.pid)
             postgres = psutil.Process(stack.postgres.process.pid)
-            team_b, token_b = stack.manage("shell", "-c", TEAM_B_SCRIPT)
+            team_b, token_b, api_token_b = stack.manage("shell", "-c", TEAM_B_SCRIPT)
             a_client = ApiClient(stack, web_port, "a-viewer")
             b_client = ApiClient(stack, web_port, "b-viewer", int(team_b))
             exports, pages = Recorder(), Recorder()
@@ -250,13 +263,15 @@ def run(args: argparse.Namespace) -> int:
                 time.sleep(1)
             loops.pop().stop()
             a_pipeline = a_client.pipeline_ids()[0]
+            b_pipeline = b_client.pipeline_ids()[0]
             target = Target(
-                ingest.http_port, ingest.grpc_port, token_b, b_client, b_client.pipeline_ids()[0]
+                ingest.http_port, ingest.grpc_port, token_b, b_client, b_pipeline, api_token_b
             )
             a_paths = [
                 "/",
                 f"/pipelines/{a_pipeline}/",
                 f"/api/pipelines/{a_pipeline}/percentiles/?window=1h&step=1m",
+                range_query(LATENCY, 3600, "60"),
             ]
             loops.append(browser(a_client, a_paths, pages))
             loops[-1].start()

@@ -45,6 +45,7 @@ from latencyboard.alerts.serializers import (
     RuleSerializer,
     StageReachSerializer,
 )
+from latencyboard.web.heavy_reads import HeavyRead
 
 STATUS_FILTERS = {
     "open": OPEN_STATUSES,
@@ -238,8 +239,9 @@ def _admin_crud_schema(listed: str, one: str, deleted: str) -> Any:
 @_admin_crud_schema(
     "Alert rules of my teams' pipelines", "an alert rule", "an alert rule and its alerts"
 )
-class RuleViewSet(_AdminWrites, viewsets.ModelViewSet[Rule]):
+class RuleViewSet(HeavyRead, _AdminWrites, viewsets.ModelViewSet[Rule]):
     serializer_class = RuleSerializer
+    heavy_actions = frozenset({"preview", "reach"})
     lookup_url_kwarg = "rule_id"
 
     def get_queryset(self) -> QuerySet[Rule]:

@@ -29,6 +29,7 @@ from latencyboard.alerts.models import Alert, Delivery
 from latencyboard.alerts.rule_reach import rule_reach
 from latencyboard.teams.issued import keep_once, take_once
 from latencyboard.teams.queries import has_role
+from latencyboard.web.heavy_reads import heavy_read
 
 DELIVERY_LOG_ROWS = 50
 RECENT_ROWS = 50
@@ -198,6 +199,7 @@ def _edit(
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@heavy_read  # its page shows the rule's reach
 def rule_edit(request: HttpRequest, rule_id: int | None = None) -> HttpResponse:
     rule = None
     if rule_id is not None:

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from latencyboard import bounds
-from latencyboard.prometheus import evaluation, promql
+from latencyboard.prometheus import errors, evaluation, promql
 from latencyboard.prometheus import series as catalogue
 from latencyboard.rollups.api import OrjsonRenderer
 from latencyboard.rollups.queries import InvalidPercentileQuery
@@ -42,8 +42,8 @@ class BadData(Exception):
     """A parameter the API cannot read; answered as Prometheus' ``bad_data`` with a 400."""
 
 
-def _error(status: int, kind: str, message: str) -> Response:
-    return Response({"status": "error", "errorType": kind, "error": message}, status=status)
+def _error(status: int, message: str) -> Response:
+    return Response(errors.error_body(status, message), status=status)
 
 
 def _success(data: Any) -> Response:
@@ -68,7 +68,7 @@ class PrometheusView(APIView):
         try:
             return self.answer(request, **kwargs)
         except (BadData, promql.Unsupported, InvalidPercentileQuery) as exc:
-            return _error(400, "bad_data", str(exc))
+            return _error(400, str(exc))
 
     def answer(self, request: Request, **kwargs: Any) -> Response:
         raise NotImplementedError
@@ -76,10 +76,7 @@ class PrometheusView(APIView):
     def handle_exception(self, exc: Exception) -> Response:
         response = super().handle_exception(exc)
         if isinstance(exc, exceptions.APIException):
-            kind = {401: "unauthorized", 403: "unauthorized", 429: "unavailable"}.get(
-                response.status_code, "bad_data"
-            )
-            response.data = {"status": "error", "errorType": kind, "error": str(exc.detail)}
+            response.data = errors.error_body(response.status_code, str(exc.detail))
         return response
 
     def param(self, request: Request, name: str) -> str | None:

@@ -2,20 +2,20 @@
 process of the database.
 
 A heavy read is one whose cost grows with the window or the data asked for: the series
-endpoints, compare, trace search, the Prometheus queries and the overview. A web process
-runs Python one thread at a time, so a team running many such reads at once (each within
-its point cap) would slow every other team's pages. The web runs in several processes
-(``WEB_CONCURRENCY`` under ``make run``), so that one team's read slows only the process it
-runs in; the bound is shared by them all, or a team would get a slot in each. Each heavy
-read holds a slot of each team of its user for its whole length: a PostgreSQL advisory lock
-of the request's connection (a process that dies gives its slots back with it). When one
+endpoints, compare, trace search, the Prometheus queries, the overview, and a rule's preview
+and reach. A web process runs Python one thread at a time, so a team running many such reads at
+once (each within its point cap) would slow every other team's pages. The web runs in several
+processes (``WEB_CONCURRENCY`` under ``make run``), so that one team's read slows only the
+process it runs in; the bound is shared by them all, or a team would get a slot in each. Each
+heavy read holds a slot of each team of its user for its whole length: a PostgreSQL advisory
+lock of the request's connection (a process that dies gives its slots back with it). When one
 of them holds all its slots, the read waits in the database's lock queue, first come first
-served and using no CPU, up to ``WEB_HEAVY_WAIT_SECONDS`` (so a page's charts fetched
-together are served one after another, and a client asking again at once is slowed to the
-team's share rather than flooding the processes); still without one it is refused with
-``429``, ``Retry-After`` and a JSON body. Either way after one lookup of the user's teams
-and before any query of the read itself. Views take the bound through
-:class:`HeavyRead` (DRF) or :func:`heavy_read` (function views).
+served and using no CPU, up to ``WEB_HEAVY_WAIT_SECONDS`` (so a page's charts fetched together
+are served one after another, and a client asking again at once is slowed to the team's share
+rather than flooding the processes); still without one it is refused with ``429``,
+``Retry-After`` and a JSON body. Either way after one lookup of the user's teams and before any
+query of the read itself. Views take the bound through :class:`HeavyRead` (DRF) or
+:func:`heavy_read` (function views).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, OperationalError, connections, transaction
@@ -145,12 +145,17 @@ def heavy_read(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
 
 class HeavyRead:
     """DRF view mixin: the request, once authenticated, holds a heavy-read slot until its
-    response is made; without one it gets DRF's 429 (``Retry-After``, JSON ``detail``)."""
+    response is made; without one it gets DRF's 429 (``Retry-After``, JSON ``detail``). In a
+    viewset whose other actions are light, ``heavy_actions`` names the heavy ones."""
 
+    heavy_actions: ClassVar[frozenset[str] | None] = None
     _held: ExitStack | None = None
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        heavy = self.heavy_actions
+        if heavy is not None and getattr(self, "action", None) not in heavy:
+            return
         held = ExitStack()
         try:
             held.enter_context(team_slots(team_ids(request), started_at(request)))

@@ -6,7 +6,8 @@ holding both, so a team sending many requests at once would take the pool and le
 other teams' requests waiting for a connection. Beyond its bound a team's request gets
 ``429`` with ``Retry-After`` and a JSON body at once: after the lookup of the user's teams,
 before any other work. The count is per process, as the pool and the threads are. Signed-out
-requests are not counted (sign-in has its own lockout).
+requests are not counted (sign-in has its own lockout); an API token's requests count against its
+user's teams, as a session's do.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import ClassVar, Final
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from latencyboard.apitokens.authentication import acting_user
 from latencyboard.teams.queries import teams_of
 from latencyboard.web.heavy_share import SHARES
 
@@ -29,11 +31,11 @@ _STARTED: Final = "_latencyboard_started"
 
 
 def team_ids(request: HttpRequest) -> list[int]:
-    """The ids of the teams of the request's user, looked up once per request (the count
-    here and the heavy-read slots both need them)."""
+    """The ids of the teams of the request's user (an API token's as a session's), looked up
+    once per request (the count here and the heavy-read slots both need them)."""
     ids: list[int] | None = getattr(request, _TEAMS, None)
     if ids is None:
-        ids = list(teams_of(request.user).values_list("pk", flat=True))
+        ids = list(teams_of(acting_user(request)).values_list("pk", flat=True))
         setattr(request, _TEAMS, ids)
     return ids
 

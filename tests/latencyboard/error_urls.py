@@ -35,5 +35,8 @@ urlpatterns = [
     path("test-errors/crash/", crash),
     path("test-errors/forbidden/", forbidden),
     path("test-errors/suspicious/", suspicious),
+    # Under the Prometheus API's prefix, whose errors have Prometheus' shape.
+    path("prometheus/test-errors/database-down/", database_down),
+    path("prometheus/test-errors/crash/", crash),
     *product_urlpatterns,
 ]

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import cast
 
@@ -19,6 +19,9 @@ from django.db.backends.signals import connection_created
 from django.test import Client
 
 from latencyboard import db
+from latencyboard.alerts.models import Rule
+from latencyboard.apitokens.models import Scope
+from latencyboard.apitokens.services import issue_api_token
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Membership, Role
 from latencyboard.web import heavy_reads
@@ -37,18 +40,43 @@ HEAVY = (
 )
 
 
-def team_member() -> tuple[Client, Pipeline]:
+SignIn = Callable[[User], Client]
+
+
+def with_session(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def with_token(user: User) -> Client:
+    """A client sending only the user's read-and-write API token, as a script does."""
+    plaintext = issue_api_token(user, "script", Scope.READ_WRITE).plaintext
+    return Client(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+
+
+def with_read_only_token(user: User) -> Client:
+    """A client sending only the user's read-only API token, as Grafana does."""
+    plaintext = issue_api_token(user, "grafana", Scope.READ).plaintext
+    return Client(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+
+
+def team_member(
+    sign_in: SignIn = with_session, role: Role = Role.VIEWER
+) -> tuple[Client, Pipeline]:
     team = make_team()
     pipeline = Pipeline.objects.create(team=team, service_name="scorer", environment="prod")
-    client = Client()
-    client.force_login(cast(User, make_user(team, Role.VIEWER)))
-    return client, pipeline
+    return sign_in(cast(User, make_user(team, role))), pipeline
 
 
 @pytest.fixture
-def teams(settings):
+def limits(settings):
     settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 2
     settings.WEB_HEAVY_WAIT_SECONDS = 0
+
+
+@pytest.fixture
+def teams(limits):
     return team_member(), team_member()
 
 
@@ -83,9 +111,19 @@ def held_by(client: Client, count: int) -> Iterator[None]:
             holder.join(60)
 
 
-@pytest.mark.parametrize("path", HEAVY)
-def test_a_team_beyond_its_heavy_reads_is_refused_while_another_is_served(teams, path):
-    (a, a_pipeline), (b, b_pipeline) = teams
+SIGNED_IN_READS = [
+    *(pytest.param(with_session, path, id=f"session-{path}") for path in HEAVY),
+    *(
+        pytest.param(with_read_only_token, path, id=f"token-{path}")
+        for path in HEAVY
+        if not path.startswith("/?")  # a page: tokens are for the API
+    ),
+]
+
+
+@pytest.mark.parametrize(("sign_in", "path"), SIGNED_IN_READS)
+def test_a_team_beyond_its_heavy_reads_is_refused_while_another_is_served(limits, sign_in, path):
+    (a, a_pipeline), (b, b_pipeline) = team_member(sign_in), team_member(sign_in)
     with held_by(b, 2):
         refused = b.get(path.format(pipeline=b_pipeline.id))
         served = a.get(path.format(pipeline=a_pipeline.id))
@@ -178,6 +216,31 @@ def test_the_bound_is_shared_by_the_web_processes(settings, child_env):
     assert client.get(path).status_code == 200
 
 
+@pytest.mark.parametrize("sign_in", [with_session, with_token], ids=["session", "token"])
+def test_rule_previews_and_reach_are_heavy_reads(limits, sign_in):
+    """Replaying a rule over 7 days and computing its reach read as much as a long series:
+    beyond the team's bound they are refused, and served again once its reads end."""
+    b, pipeline = team_member(sign_in, Role.ADMIN)
+    rule = Rule.objects.create(pipeline=pipeline, name="tail")
+    preview = ("/api/alert-rules/preview/", {"pipeline": pipeline.pk, "name": "tail"})
+    reach = f"/api/alert-rules/{rule.pk}/reach/"
+    with held_by(b, 2):
+        refused = [b.post(*preview, content_type="application/json"), b.get(reach)]
+    assert [r.status_code for r in refused] == [429, 429]
+    assert all(r["Retry-After"] == str(heavy_reads.RETRY_AFTER_SECONDS) for r in refused)
+    assert b.post(*preview, content_type="application/json").status_code == 200
+    assert b.get(reach).status_code == 200
+
+
+def test_a_rule_page_showing_its_reach_is_a_heavy_read(limits):
+    b, pipeline = team_member(with_session, Role.ADMIN)
+    rule = Rule.objects.create(pipeline=pipeline, name="tail")
+    with held_by(b, 2):
+        refused = b.get(f"/alerts/rules/{rule.pk}/")
+    assert refused.status_code == 429
+    assert b.get(f"/alerts/rules/{rule.pk}/").status_code == 200
+
+
 def test_prometheus_refusal_has_prometheus_shape(teams):
     _, (b, _) = teams
     with held_by(b, 2):
@@ -202,30 +265,39 @@ def test_web_statements_are_cancelled_after_their_timeout():
         connection_created.disconnect(dispatch_uid="latencyboard.db.bound_statements")
 
 
+THIRTY_DAYS = "/prometheus/api/v1/query_range?query=up&start=0&end=2592000&step=60"
+
+
+@pytest.mark.parametrize(
+    ("sign_in", "heavy_path"),
+    [
+        pytest.param(with_session, "/?window=7d", id="session"),
+        pytest.param(with_read_only_token, THIRTY_DAYS, id="token"),
+    ],
+)
 @pytest.mark.django_db(transaction=True)
-def test_a_team_beyond_its_requests_in_flight_is_refused_at_once(settings):
+def test_a_team_beyond_its_requests_in_flight_is_refused_at_once(settings, sign_in, heavy_path):
     """Requests waiting (here for the team's heavy-read slot, held elsewhere) count against
     WEB_TEAM_MAX_REQUESTS: the team's next request gets 429 with Retry-After at once, while
     another team is served; once they end the team is served again."""
     settings.WEB_TEAM_MAX_REQUESTS = 2
     settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 1
     settings.WEB_HEAVY_WAIT_SECONDS = 120
-    (a, _), (b, _) = team_member(), team_member()
-    user = b.get("/api/pipelines/").wsgi_request.user
+    (a, _), (b, _) = team_member(sign_in), team_member(sign_in)
+    user = cast(User, b.get("/api/pipelines/").wsgi_request.user)
+    clients = [sign_in(user) for _ in range(2)]
     waiting: list[threading.Thread] = []
     answers: list[int] = []
 
-    def read() -> None:
-        client = Client()
-        client.force_login(cast(User, user))
+    def read(client: Client) -> None:
         try:
-            answers.append(client.get("/?window=7d").status_code)
+            answers.append(client.get(heavy_path).status_code)
         finally:
             connections.close_all()
 
     with held_by(b, 1):
-        for _ in range(2):
-            waiting.append(threading.Thread(target=read))
+        for client in clients:
+            waiting.append(threading.Thread(target=read, args=(client,)))
             waiting[-1].start()
         wait_for_lock_waiters(2)
         refused = b.get("/api/pipelines/")

@@ -10,9 +10,10 @@ import time
 import pytest
 from django.db import connections
 
-from latencyboard.web import heavy_reads
+from latencyboard.web import heavy_reads, in_flight
 from latencyboard.web.heavy_share import WINDOW_SECONDS, Shares
 from tests.factories import make_team
+from tests.latencyboard.test_heavy_reads import team_member, with_read_only_token
 
 A, B = 1, 2
 
@@ -102,3 +103,28 @@ def test_a_resting_team_keeps_its_slot_and_the_others_are_served(settings, monke
     finally:
         reader.join(60)
     assert served
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_reading_over_its_share_rests_while_another_teams_token_is_about(
+    settings, monkeypatch
+):
+    """API tokens count as sessions do: team A, seen only through its token, makes team B's
+    token read (B over its 1 % share) keep its slot for a rest before it is answered."""
+    settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 1
+    settings.WEB_HEAVY_WAIT_SECONDS = 0
+    settings.WEB_TEAM_HEAVY_SHARE_PERCENT = 1
+    shares = Shares()
+    monkeypatch.setattr(heavy_reads, "SHARES", shares)
+    monkeypatch.setattr(in_flight, "SHARES", shares)
+    (a, _), (b, b_pipeline) = team_member(with_read_only_token), team_member(with_read_only_token)
+    shares.rest([b_pipeline.team_id], WINDOW_SECONDS, time.monotonic(), share=0.01)
+    assert a.get("/api/pipelines/").status_code == 200
+
+    began = time.monotonic()
+    read = b.get(f"/api/pipelines/{b_pipeline.id}/percentiles/?window=1h&step=1m")
+    answered_after = time.monotonic() - began
+
+    # any read takes over a millisecond, and rests 99 times its length (at most the window)
+    assert read.status_code == 200
+    assert answered_after > 0.1
