@@ -53,7 +53,7 @@ def record(
     known = actor if actor is not None and actor.is_authenticated else None
     meta = request.META if request is not None else {}
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [locks.AUDIT_CHAIN])
+        locks.hold(cursor, locks.AUDIT_CHAIN)
         # The moment, detail and address as the database will return them: the hash is
         # checked later against what is read back.
         cursor.execute(

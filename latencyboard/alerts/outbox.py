@@ -24,7 +24,7 @@ from latencyboard.alerts.slots import Head, Urgency, next_delivery
 from latencyboard.notifications.delivery import deliver
 from latencyboard.notifications.message import channel_test_notice
 from latencyboard.notifications.notice import Action, Attempt, Notice, Severity, Verdict
-from latencyboard.storage import outbox_lock
+from latencyboard.storage import locks
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def claim(now: dt.datetime) -> int | None:
     lease = dt.timedelta(seconds=settings.TASK_TIME_LIMITS[SEND_DELIVERIES_TASK].hard)
     with transaction.atomic():
         with connection.cursor() as cursor:
-            outbox_lock.take(cursor)
+            locks.hold(cursor, locks.OUTBOX_CLAIMS)
         in_flight = Delivery.objects.filter(status=DeliveryStatus.SENDING, next_attempt_at__gt=now)
         held = dict(
             in_flight.order_by()
