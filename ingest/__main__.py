@@ -28,12 +28,14 @@ from pathlib import Path
 
 import django
 
+from ingest.balance import ConnectionCounts, create_counts
 from latencyboard.processes import die_with_parent
 
 logger = logging.getLogger("ingest")
 
 WORKER_FLAG = "--worker"
 RATE_TABLE_FLAG = "--rate-limit-table"
+COUNTS_FLAG = "--connection-counts"
 STOP_TIMEOUT = 10.0
 GIL_SWITCH_SECONDS = 0.0005
 
@@ -55,7 +57,7 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     from django.conf import settings
 
     from ingest.grpc_server import make_server
-    from ingest.http import OtlpHttpApp
+    from ingest.http import OtlpHttpApp, counted
     from ingest.ratelimit import SpanRateLimiter
     from ingest.service import IngestService
     from ingest.writer import SpanWriter
@@ -67,6 +69,7 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     # could wait that long, with the database idle in transaction meanwhile.
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     http_socket = _listen(args.host, args.http_port, reuse_port=reuse_port)
+    counts = _connection_counts(args.connection_counts)
     writer = SpanWriter(
         conninfo(),
         max_connections=args.threads,
@@ -92,8 +95,8 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     logger.info("ingest.listening", extra={"http": args.http_port, "grpc": args.grpc_port})
     server = uvicorn.Server(
         uvicorn.Config(
-            OtlpHttpApp(service, executor),
-            http=with_header_timeout(settings.INGEST_HEADER_TIMEOUT_SECONDS),
+            OtlpHttpApp(service, executor, counts),
+            http=counted(with_header_timeout(settings.INGEST_HEADER_TIMEOUT_SECONDS), counts),
             lifespan="off",
             access_log=False,
             log_level="warning",
@@ -110,6 +113,14 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
         grpc_server.stop(grace=5).wait()
         executor.shutdown()
         writer.close()
+
+
+def _connection_counts(flag: str | None) -> ConnectionCounts:
+    """This worker's counters (``PATH:INDEX`` from the supervisor), or a process alone's."""
+    if flag is None:
+        return ConnectionCounts()
+    path, _, index = flag.rpartition(":")
+    return ConnectionCounts(path, int(index))
 
 
 def _stop(workers: list[subprocess.Popen[bytes]]) -> None:
@@ -130,6 +141,7 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
     metrics_dir = tempfile.mkdtemp(prefix="latencyboard-ingest-metrics-")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
     rate_table = _create_rate_table()
+    counts = create_counts(args.processes)
     command = [sys.executable, "-m", "ingest", *argv, WORKER_FLAG]
     if rate_table is not None:
         command += [RATE_TABLE_FLAG, rate_table]
@@ -140,8 +152,9 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        for _ in range(args.processes):
-            workers.append(subprocess.Popen(command, env=env, preexec_fn=die_with_parent))
+        for index in range(args.processes):
+            argv_of = [*command, COUNTS_FLAG, f"{counts}:{index}"]
+            workers.append(subprocess.Popen(argv_of, env=env, preexec_fn=die_with_parent))
         logger.info("ingest.workers_started", extra={"pids": [w.pid for w in workers]})
         while True:
             for worker in workers:
@@ -155,6 +168,7 @@ def supervise(args: argparse.Namespace, argv: list[str]) -> int:
     finally:
         _stop(workers)
         shutil.rmtree(metrics_dir, ignore_errors=True)
+        Path(counts).unlink(missing_ok=True)
         if rate_table is not None:
             Path(rate_table).unlink(missing_ok=True)
 
@@ -193,6 +207,7 @@ def main() -> int:
     )
     parser.add_argument(WORKER_FLAG, action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(RATE_TABLE_FLAG, help=argparse.SUPPRESS)
+    parser.add_argument(COUNTS_FLAG, help=argparse.SUPPRESS)
     argv = sys.argv[1:]
     args = parser.parse_args(argv)
     if args.processes < 1:

@@ -11,8 +11,10 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
+from ingest.balance import ConnectionCounts
 from ingest.service import HttpReply, IngestService
 from ingest.shares import CapacityTaken, Claim, Shares, ShareTaken, share_of
+from latencyboard.header_timeout import HeaderTimeoutProtocol
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -137,12 +139,33 @@ async def _send(
     await send({"type": "http.response.body", "body": body})
 
 
+def counted(protocol: type[HeaderTimeoutProtocol], counts: ConnectionCounts) -> type[Any]:
+    """``protocol`` counting its open connections in ``counts``."""
+
+    class Counted(protocol):  # type: ignore[valid-type,misc]
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            counts.opened()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            counts.closed()
+            super().connection_lost(exc)
+
+    return Counted
+
+
 class OtlpHttpApp:
     """``POST /v1/traces``, ``GET /metrics`` and ``GET /healthz``."""
 
-    def __init__(self, service: IngestService, executor: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        service: IngestService,
+        executor: ThreadPoolExecutor,
+        counts: ConnectionCounts | None = None,
+    ) -> None:
         self.service = service
         self.executor = executor
+        self.counts = counts or ConnectionCounts()
         capacity = service.max_inflight_bytes
         # A team's share always admits one body of the largest size a request may have, or a
         # small in-flight budget would hold to less than one body a team whose export another
@@ -198,7 +221,9 @@ class OtlpHttpApp:
                 reply = await loop.run_in_executor(
                     self.executor, service.export_http, admission, raw, headers
                 )
-                close = False
+                # A worker holding more than its share of the host's connections sheds this
+                # one: the client's next is handed to a worker afresh.
+                close = self.counts.over_share()
                 del raw
         finally:
             body.release()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import re
 import signal
 import time
@@ -179,3 +180,42 @@ def test_each_of_several_ingest_hosts_allows_its_share_of_a_tokens_limit(two_wor
 
     # then the second passes this host's share of the burst
     assert (first.status, second.status) == (200, 429)
+
+
+def _connections_per_worker(supervisor: RunningProcess, http_port: int) -> list[int]:
+    return sorted(
+        sum(
+            1
+            for found in worker.net_connections(kind="tcp")
+            if found.laddr.port == http_port and found.status == psutil.CONN_ESTABLISHED
+        )
+        for worker in _workers(supervisor, 2)
+    )
+
+
+def test_keep_alive_connections_end_up_spread_evenly_over_the_workers(two_workers):
+    # given two workers, whose kernel hands each new connection to one of them by a hash
+    supervisor, http_port, _grpc_port = two_workers
+    tenant = make_team_with_token()
+    headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {tenant.token}"}
+    body = export_request(SpanSpec()).SerializeToString()
+
+    # when, three times over, an exporter opens eight keep-alive connections and sends on
+    # each in turn (reconnecting when told to close, as HTTP clients do)
+    spread = []
+    for _ in range(3):
+        connections = [http.client.HTTPConnection("127.0.0.1", http_port) for _ in range(8)]
+        counts: list[int] = []
+        for _round in range(40):
+            for connection in connections:
+                connection.request("POST", "/v1/traces", body, headers)
+                assert connection.getresponse().read() == b""
+            counts = _connections_per_worker(supervisor, http_port)
+            if counts == [4, 4]:
+                break
+        spread.append(counts)
+        for connection in connections:
+            connection.close()
+
+    # then each time the workers hold four each: one holding more sheds its extra
+    assert spread == [[4, 4]] * 3
