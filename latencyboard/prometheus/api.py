@@ -175,9 +175,22 @@ class QueryView(HeavyRead, PrometheusView):
 
 
 class QueryRangeView(HeavyRead, PrometheusView):
-    """``/api/v1/query_range``: a range vector from ``start`` to ``end`` every ``step``."""
+    """``/api/v1/query_range``: a range vector from ``start`` to ``end`` every ``step``.
 
-    def answer(self, request: Request, **kwargs: Any) -> Response:
+    The query is parsed, its series chosen and its grid planned before the request waits for a
+    heavy-read slot, so a range it refuses (too long, a bad step) is answered at once."""
+
+    _plan: tuple[list[catalogue.Series], evaluation.Grid, dt.datetime]
+
+    def before_slot(self, request: Request) -> None:
+        try:
+            self._plan = self._planned(request)
+        except (BadData, promql.Unsupported, InvalidPercentileQuery) as exc:
+            raise exceptions.ParseError(str(exc)) from None
+
+    def _planned(
+        self, request: Request
+    ) -> tuple[list[catalogue.Series], evaluation.Grid, dt.datetime]:
         now = timezone.now()
         start, end = self.moment(request, "start"), self.moment(request, "end")
         if end < start:
@@ -188,6 +201,10 @@ class QueryRangeView(HeavyRead, PrometheusView):
             raise BadData("A range query needs a series selector.")
         chosen = catalogue.select(request.user, query)
         grid = evaluation.range_grid(start, end, step, _stages_per_pipeline(chosen), now)
+        return chosen, grid, now
+
+    def answer(self, request: Request, **kwargs: Any) -> Response:
+        chosen, grid, now = self._plan
         samples = evaluation.values(request.user, chosen, grid, now)
         result = [
             {"metric": _labels(entry), "values": [[t, _number(v)] for t, v in found]}

@@ -156,12 +156,17 @@ class HeavyRead:
         heavy = self.heavy_actions
         if heavy is not None and getattr(self, "action", None) not in heavy:
             return
+        self.before_slot(request)
         held = ExitStack()
         try:
             held.enter_context(team_slots(team_ids(request), started_at(request)))
         except Busy as busy:
             raise Throttled(wait=RETRY_AFTER_SECONDS, detail=str(busy)) from None
         self._held = held
+
+    def before_slot(self, request: Request) -> None:
+        """What a request is refused for without waiting for a slot (its parameters, what it
+        would read): a bad request answered at once holds no thread in the slots' queue."""
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Response:
         try:

@@ -325,3 +325,20 @@ def wait_for_lock_waiters(count: int) -> None:
                 return
             assert time.monotonic() < deadline, f"{count} requests did not wait for the slot"
             time.sleep(0.1)
+
+
+@pytest.mark.parametrize("sign_in", [with_session, with_read_only_token])
+def test_a_range_query_it_would_refuse_is_answered_at_once_while_the_slots_are_held(
+    limits, sign_in
+):
+    # given a team whose heavy-read slots are all held
+    client, _pipeline = team_member(sign_in)
+    with held_by(client, 2):
+        # when it asks a range longer than any the API reads
+        path = "/prometheus/api/v1/query_range?query=up&start=0&end=100000000&step=60"
+        refused = client.get(path)
+
+    # then it is told why at once, in Prometheus' shape, not told to wait for a slot
+    assert refused.status_code == 400
+    assert refused.json()["errorType"] == "bad_data"
+    assert "may span at most" in refused.json()["error"]
