@@ -11,6 +11,9 @@ from pathlib import Path
 from latencyboard.local.embedded import port_is_open
 
 ROOT = Path(__file__).resolve().parents[1]
+# Browser tests' screenshots, to look at after a run: in the checkout, so that users who run
+# the suite on one machine never share (or fight over) a folder.
+SCREENSHOTS = ROOT / "var" / "test" / "screenshots"
 PYTHON = sys.executable
 
 

@@ -5,7 +5,6 @@ error panels, the SLA page's burn rates, and no page wider than a 390 px screen.
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,10 +26,11 @@ from tests.browser.test_oncall import fired
 from tests.browser.test_trace_critical_path import store_trace
 from tests.factories import make_user
 from tests.latencyboard.test_window_tail import fraud_scorer, write_minutes
+from tests.support import SCREENSHOTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SHOTS = Path("/tmp/honest-charts-shots")
+SHOTS = SCREENSHOTS / "honest-charts"
 
 
 def test_thin_points_are_hollow_with_the_reason_on_hover(page, live_web, demo):  # noqa: F811

@@ -22,15 +22,16 @@ from latencyboard.rollups import services as rollup_services
 from latencyboard.spans.models import Span
 from tests.browser.conftest import PASSWORD, log_in, screenshot
 from tests.factories import make_team_with_token, make_user
+from tests.support import SCREENSHOTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SHOTS = Path("/tmp/dialects-shots")
+SHOTS = SCREENSHOTS / "dialects"
 REQUESTS = 40
 
 
 def keep(shot: Path) -> None:
-    SHOTS.mkdir(exist_ok=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, SHOTS / shot.name)
 
 

@@ -4,17 +4,17 @@ shown under its span with its type and message, its stack trace folded until ask
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
 from tests.browser.conftest import PASSWORD, log_in, screenshot
 from tests.factories import make_team_with_token, make_user
 from tests.ingest.test_trace_events import export_failed_request
+from tests.support import SCREENSHOTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SHOTS = Path("/tmp/dialects-shots")
+SHOTS = SCREENSHOTS / "dialects"
 
 
 def test_an_exception_is_shown_under_its_span_with_a_folded_stack_trace(page, live_web):
@@ -46,7 +46,7 @@ def test_an_exception_is_shown_under_its_span_with_a_folded_stack_trace(page, li
     assert stack.is_visible()
     assert "_fetch_features" in stack.inner_text()
     shot = screenshot(page, "trace-exception")
-    SHOTS.mkdir(exist_ok=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, SHOTS / shot.name)
 
     # when the root span is collapsed, the exception goes with its span
