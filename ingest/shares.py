@@ -93,21 +93,11 @@ class Shares:
             deadline = self.clock() + wait_s
             while True:
                 now = self.clock()
-                within = self._by_team.get(team, 0) + units <= self.share
-                if not within and self._others_waiting(team, now):
-                    raise ShareTaken
-                if self.held + units <= self.capacity:
-                    self._waiting_until.pop(team, None)
-                    self._by_team[team] = self._by_team.get(team, 0) + units
-                    self.held += units
+                releases = self._releases
+                if self._admit(team, units, now):
                     claim = Claim(team, units)
                     self._claims[team].append(claim)
                     return claim
-                if not within:
-                    raise CapacityTaken(may_wait=False)
-                self._waiting_until[team] = now + self.patience_s
-                releases = self._releases
-                self._reclaim_from_others(team)
                 left = deadline - now
                 if left <= 0:
                     raise CapacityTaken(may_wait=True)
@@ -132,19 +122,27 @@ class Shares:
     def grow(self, claim: Claim, units: int) -> None:
         """Hold ``units`` more under ``claim`` (a body's next bytes), or raise."""
         with self._changed:
-            now = self.clock()
-            within = self._by_team.get(claim.team, 0) + units <= self.share
-            if not within and self._others_waiting(claim.team, now):
-                raise ShareTaken
-            if self.held + units > self.capacity:
-                if within:
-                    self._waiting_until[claim.team] = now + self.patience_s
-                    self._reclaim_from_others(claim.team)
-                raise CapacityTaken(may_wait=within)
-            self._waiting_until.pop(claim.team, None)
-            self._by_team[claim.team] = self._by_team.get(claim.team, 0) + units
-            self.held += units
+            if not self._admit(claim.team, units, self.clock()):
+                raise CapacityTaken(may_wait=True)
             claim.units += units
+
+    def _admit(self, team: Hashable, units: int, now: float) -> bool:
+        """The rule, with the lock held: hold ``units`` more for ``team`` (True); or, when
+        the process is full and the team within its share, count it as waiting and ask
+        others for what they hold past theirs (False); else raise."""
+        within = self._by_team.get(team, 0) + units <= self.share
+        if not within and self._others_waiting(team, now):
+            raise ShareTaken
+        if self.held + units <= self.capacity:
+            self._waiting_until.pop(team, None)
+            self._by_team[team] = self._by_team.get(team, 0) + units
+            self.held += units
+            return True
+        if not within:
+            raise CapacityTaken(may_wait=False)
+        self._waiting_until[team] = now + self.patience_s
+        self._reclaim_from_others(team)
+        return False
 
     def settle(self, claim: Claim) -> None:
         """``claim`` can no longer be given back early (its request is being served)."""
