@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest import decoding, otlp_json
+from ingest import decoding, otlp_json, protobuf
 from ingest.writer import DatabaseUnavailable, SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.teams.models import Team
@@ -85,7 +85,7 @@ def replay_files(
             report = ReplayReport(files=1)
             try:
                 for where, fmt, body in _requests(path):
-                    decode = otlp_json.decode_json if fmt == "json" else decoding.decode_protobuf
+                    decode = otlp_json.decode_json if fmt == "json" else protobuf.decode_protobuf
                     try:
                         decoded = decode(body, now_ns=now_ns, limits=limits)
                         _store(writer, team, decoded, f"replay/{fmt}", now, report)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import psycopg
 from django.conf import settings
 
-from ingest import bodies, decoding, otlp_json, responses
+from ingest import bodies, decoding, otlp_json, protobuf, responses
 from ingest import metrics as m
 from ingest.auth import TokenDirectory, TokenGrant, token_from_headers
 from ingest.ratelimit import SpanRateLimiter
@@ -256,7 +256,7 @@ class IngestService:
         now_ns = time.time_ns()
         try:
             if admission.fmt == "protobuf":
-                decoded = decoding.decode_protobuf(raw, now_ns=now_ns, limits=self.limits)
+                decoded = protobuf.decode_protobuf(raw, now_ns=now_ns, limits=self.limits)
             else:
                 decoded = otlp_json.decode_json(raw, now_ns=now_ns, limits=self.limits)
         except decoding.DecodeError as exc:
@@ -335,7 +335,7 @@ class IngestService:
         if body is None:
             return _failure(400, GRPC_INVALID_ARGUMENT, "no ExportTraceServiceRequest message")
         try:
-            decoded = decoding.decode_protobuf(body, now_ns=time.time_ns(), limits=self.limits)
+            decoded = protobuf.decode_protobuf(body, now_ns=time.time_ns(), limits=self.limits)
         except decoding.DecodeError as exc:
             return _failure(400, GRPC_INVALID_ARGUMENT, str(exc))
         return self._store(grant, decoded, "grpc")

@@ -20,7 +20,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ingest import decoding
+from ingest import decoding, protobuf
 from ingest.writer import SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.demo import profiles
@@ -63,7 +63,7 @@ def backfill_llm(
                 chunk += CHUNK
                 body = encode_spans(exporter.get_finished_spans()).SerializeToString()
                 exporter.clear()
-                decoded = decoding.decode_protobuf(body, now_ns=_unix_ns(end), limits=limits)
+                decoded = protobuf.decode_protobuf(body, now_ns=_unix_ns(end), limits=limits)
                 if decoded.spans:
                     stored += writer.write(
                         team.pk,

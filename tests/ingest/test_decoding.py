@@ -25,9 +25,9 @@ from ingest.decoding import (
     DecodedSpan,
     DecodeError,
     Limits,
-    decode_protobuf,
 )
 from ingest.otlp_json import decode_json
+from ingest.protobuf import decode_protobuf
 
 DATA = Path(__file__).parent / "data"
 NOW = 1_700_000_000 * 10**9

@@ -26,8 +26,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from ingest.decoding import DecodedExport, DecodeError, decode_protobuf
+from ingest.decoding import DecodedExport, DecodeError
 from ingest.otlp_json import decode_json
+from ingest.protobuf import decode_protobuf
 from latencyboard.spans.models import Span
 from latencyboard.storage import span_templates, spans_copy
 from tests.factories import make_team_with_token

@@ -14,9 +14,10 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 
-from ingest.decoding import DecodedSpan, decode_protobuf
+from ingest.decoding import DecodedSpan
 from ingest.limits import Limits
 from ingest.otlp_json import decode_json
+from ingest.protobuf import decode_protobuf
 from latencyboard.spans.models import Span
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import SpanSpec, export_request, metric, post

@@ -19,8 +19,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
-from ingest.decoding import DEFAULT_LIMITS, decode_protobuf
+from ingest.decoding import DEFAULT_LIMITS
 from ingest.otlp_json import decode_json
+from ingest.protobuf import decode_protobuf
 from latencyboard.storage import span_events, tables
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import export_request, kv, metric, post

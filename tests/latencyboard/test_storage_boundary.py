@@ -96,7 +96,12 @@ def _imports(module: str) -> set[str]:
     return seen
 
 
-NO_STORAGE = {"latencyboard.demo.synthetic", "latencyboard.pipelines.derivation", "ingest.decoding"}
+NO_STORAGE = {
+    "latencyboard.demo.synthetic",
+    "latencyboard.pipelines.derivation",
+    "ingest.decoding",
+    "ingest.protobuf",
+}
 
 
 @pytest.mark.parametrize(
@@ -111,6 +116,7 @@ NO_STORAGE = {"latencyboard.demo.synthetic", "latencyboard.pipelines.derivation"
         "latencyboard.pipelines.derivation",
         "ingest.derived_rows",
         "ingest.decoding",
+        "ingest.protobuf",
         "latencyboard.demo.synthetic",
     ],
 )
