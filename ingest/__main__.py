@@ -29,7 +29,7 @@ from pathlib import Path
 import django
 
 from ingest.balance import ConnectionCounts, create_counts
-from latencyboard.processes import die_with_parent
+from latencyboard.processes import die_with_parent, hand_back_the_gil_soon
 
 logger = logging.getLogger("ingest")
 
@@ -37,7 +37,6 @@ WORKER_FLAG = "--worker"
 RATE_TABLE_FLAG = "--rate-limit-table"
 COUNTS_FLAG = "--connection-counts"
 STOP_TIMEOUT = 10.0
-GIL_SWITCH_SECONDS = 0.0005
 
 
 def _listen(host: str, port: int, *, reuse_port: bool) -> socket.socket:
@@ -64,10 +63,9 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     from latencyboard.db import conninfo
     from latencyboard.header_timeout import with_header_timeout
 
-    # A thread whose database answer has come back waits for the GIL while another decodes: at
-    # the default 5 ms switch interval, each of an export's round trips in its transaction
-    # could wait that long, with the database idle in transaction meanwhile.
-    sys.setswitchinterval(GIL_SWITCH_SECONDS)
+    # Each of an export's round trips in its transaction could otherwise wait 5 ms for the GIL
+    # while another thread decodes, the database idle in transaction meanwhile.
+    hand_back_the_gil_soon()
     http_socket = _listen(args.host, args.http_port, reuse_port=reuse_port)
     counts = _connection_counts(args.connection_counts)
     writer = SpanWriter(

@@ -10,9 +10,13 @@ django_asgi_app = get_asgi_application()
 from django.conf import settings  # noqa: E402
 
 from latencyboard.db import bound_statements, pool_connections  # noqa: E402
+from latencyboard.processes import hand_back_the_gil_soon  # noqa: E402
 
 bound_statements(settings.WEB_STATEMENT_TIMEOUT_SECONDS)
 pool_connections(settings.WEB_DB_POOL_SIZE, settings.WEB_DB_POOL_WAIT_SECONDS)
+# Each request runs on a thread of its own: a page's queries must not each wait 5 ms for the
+# GIL behind another team's long read in the same process.
+hand_back_the_gil_soon()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
