@@ -13,7 +13,6 @@ host rather than for each worker.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import shutil
@@ -29,7 +28,11 @@ from pathlib import Path
 import django
 
 from ingest.balance import ConnectionCounts, create_counts
-from latencyboard.processes import die_with_parent, hand_back_the_gil_soon
+from latencyboard.processes import (
+    die_with_parent,
+    hand_back_the_gil_soon,
+    keep_loaded_objects_out_of_the_collector,
+)
 
 logger = logging.getLogger("ingest")
 
@@ -86,10 +89,8 @@ def serve(args: argparse.Namespace, *, reuse_port: bool) -> None:
     )
     grpc_server.start()
     executor = ThreadPoolExecutor(max_workers=args.threads, thread_name_prefix="otlp-http")
-    # What is loaded by now (Django, the servers: about 150,000 objects) lives as long as the
-    # process: kept out of the cyclic collector, which otherwise walked it every few exports
-    # and took a sixth of the ingest CPU.
-    gc.freeze()
+    # The collector otherwise walked what is loaded every few exports: a sixth of ingest's CPU.
+    keep_loaded_objects_out_of_the_collector()
     logger.info("ingest.listening", extra={"http": args.http_port, "grpc": args.grpc_port})
     server = uvicorn.Server(
         uvicorn.Config(
