@@ -13,7 +13,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from ingest.balance import ConnectionCounts
 from ingest.service import HttpReply, IngestService
-from ingest.shares import CapacityTaken, Claim, Shares, ShareTaken, share_of
+from latencyboard.fairness.ingest_capacity import (
+    CapacityShares,
+    CapacityTaken,
+    Claim,
+    ShareTaken,
+    share_of,
+)
 from latencyboard.header_timeout import HeaderTimeoutProtocol
 
 Scope = dict[str, Any]
@@ -73,7 +79,9 @@ class _Body:
     ``room_wait_s`` for room (the team counts as waiting meanwhile, so others are held to
     their shares) before the body is refused with 503."""
 
-    def __init__(self, shares: Shares, team: int, max_bytes: int, room_wait_s: float) -> None:
+    def __init__(
+        self, shares: CapacityShares, team: int, max_bytes: int, room_wait_s: float
+    ) -> None:
         self.shares = shares
         self.team = team
         self.max_bytes = max_bytes
@@ -171,7 +179,7 @@ class OtlpHttpApp:
         # small in-flight budget would hold to less than one body a team whose export another
         # team's waiting makes keep to its share.
         share = max(share_of(capacity, service.team_share_percent), service.max_body_bytes)
-        self.in_flight = Shares(capacity, min(share, capacity))
+        self.in_flight = CapacityShares(capacity, min(share, capacity))
         self.pace = Pace(service.body_timeout_seconds, service.min_body_bytes_per_second)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -22,13 +22,18 @@ from ingest import bodies, decoding, otlp_json, protobuf, responses
 from ingest import metrics as m
 from ingest.auth import TokenDirectory, TokenGrant, token_from_headers
 from ingest.ratelimit import SpanRateLimiter
-from ingest.shares import CapacityTaken, Claim, Shares, ShareTaken, share_of
 from ingest.writer import DatabaseUnavailable, SpanWriter
+from latencyboard.fairness.ingest_capacity import (
+    CapacityShares,
+    CapacityTaken,
+    Claim,
+    ShareTaken,
+    share_of,
+)
 from latencyboard.rollups.waking import FoldWaker
 
 logger = logging.getLogger(__name__)
 
-RETRY_AFTER_SECONDS = 2
 SHARE_TAKEN_GRPC = (
     "this team holds its share of the ingest host's gRPC handlers while another team waits, "
     "retry later"
@@ -105,10 +110,13 @@ class IngestService:
         self.min_body_bytes_per_second = settings.INGEST_MIN_BODY_BYTES_PER_SECOND
         self.team_share_percent = settings.INGEST_TEAM_SHARE_PERCENT
         self.room_wait_seconds = settings.INGEST_ROOM_WAIT_SECONDS
+        self.retry_after_seconds = settings.INGEST_RETRY_AFTER_SECONDS
         self.grpc_message_timeout_seconds = settings.INGEST_GRPC_MESSAGE_TIMEOUT_SECONDS
         # gRPC calls hold one of ``grpc_threads`` handler slots from their start; the server
         # runs more threads than slots (grpc_server), so another team's call is seen waiting.
-        self.grpc_calls = Shares(grpc_threads, share_of(grpc_threads, self.team_share_percent))
+        self.grpc_calls = CapacityShares(
+            grpc_threads, share_of(grpc_threads, self.team_share_percent)
+        )
         self.limits = decoding.Limits(
             max_attributes=settings.INGEST_ATTRIBUTE_COUNT_LIMIT,
             max_value_length=settings.INGEST_ATTRIBUTE_VALUE_LENGTH_LIMIT,
@@ -129,7 +137,7 @@ class IngestService:
         except (psycopg.OperationalError, TimeoutError):
             m.DB_ERRORS.inc()
             return _failure(
-                503, GRPC_UNAVAILABLE, "database unavailable", retry_after=RETRY_AFTER_SECONDS
+                503, GRPC_UNAVAILABLE, "database unavailable", retry_after=self.retry_after_seconds
             )
         if grant is None:
             return _failure(401, GRPC_UNAUTHENTICATED, "unknown or revoked ingest token")
@@ -162,7 +170,7 @@ class IngestService:
                     503,
                     GRPC_UNAVAILABLE,
                     "database unavailable, retry later",
-                    retry_after=RETRY_AFTER_SECONDS,
+                    retry_after=self.retry_after_seconds,
                 )
             stored, refused = result.stored, result.refused
             if stored:
@@ -239,7 +247,9 @@ class IngestService:
             message = "this team's share of the ingest host's request bytes is taken"
         else:
             status, code, message = 503, GRPC_UNAVAILABLE, "too many request bytes in flight"
-        outcome = _failure(status, code, f"{message}, retry later", retry_after=RETRY_AFTER_SECONDS)
+        outcome = _failure(
+            status, code, f"{message}, retry later", retry_after=self.retry_after_seconds
+        )
         return self._reply(admission.fmt, outcome, admission.started)
 
     def _export_http(
@@ -296,11 +306,11 @@ class IngestService:
             claim = self.grpc_calls.take(grant.team_id, 1, wait_s=self.room_wait_seconds)
         except ShareTaken:
             return _failure(
-                429, GRPC_RESOURCE_EXHAUSTED, SHARE_TAKEN_GRPC, retry_after=RETRY_AFTER_SECONDS
+                429, GRPC_RESOURCE_EXHAUSTED, SHARE_TAKEN_GRPC, retry_after=self.retry_after_seconds
             )
         except CapacityTaken:
             message = "every gRPC handler of this ingest host is taken, retry later"
-            return _failure(503, GRPC_UNAVAILABLE, message, retry_after=RETRY_AFTER_SECONDS)
+            return _failure(503, GRPC_UNAVAILABLE, message, retry_after=self.retry_after_seconds)
         try:
             return self._export_message(grant, claim, read_message, cancel)
         finally:
@@ -330,7 +340,7 @@ class IngestService:
             self.grpc_calls.settle(claim)
         if reclaimed.is_set():
             return _failure(
-                429, GRPC_RESOURCE_EXHAUSTED, SHARE_TAKEN_GRPC, retry_after=RETRY_AFTER_SECONDS
+                429, GRPC_RESOURCE_EXHAUSTED, SHARE_TAKEN_GRPC, retry_after=self.retry_after_seconds
             )
         if body is None:
             return _failure(400, GRPC_INVALID_ARGUMENT, "no ExportTraceServiceRequest message")

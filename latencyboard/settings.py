@@ -138,7 +138,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "latencyboard.web.in_flight.TeamRequestsInFlight",
+    "latencyboard.fairness.requests_in_flight.TeamRequestsInFlight",
     "latencyboard.db_router.ReplicaReads",
     "audits.middleware.RecordRefusals",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -407,7 +407,7 @@ ALERT_DELIVERY_TIMEOUT_SECONDS = env_int(
 # Deliveries in flight at once: the notifier workers' processes together (`--concurrency` of
 # the worker on the "notifications" queue; 2 as `make run` and compose start it). A team holds
 # one of them while another team has a delivery due, and the last free one is kept for a team
-# that falls due (latencyboard/alerts/slots.py).
+# that falls due (latencyboard/fairness/delivery_slots.py).
 NOTIFICATION_SLOTS = env_int("NOTIFICATION_SLOTS", 2, minimum=1, maximum=256)
 # Notifications reach public addresses only (see latencyboard/notifications/transport.py).
 # Networks listed here are allowed besides, for receivers inside your network: CIDRs or single
@@ -448,14 +448,14 @@ TEAM_MAX_PIPELINES = env_int("TEAM_MAX_PIPELINES", 200, minimum=1)
 PIPELINE_MAX_STAGES = env_int("PIPELINE_MAX_STAGES", 32, minimum=1, maximum=1000)
 # Heavy reads (series endpoints, compare, trace search, Prometheus queries, the overview) one
 # team may run at once in all web processes together (advisory locks in PostgreSQL); beyond it
-# 429 with Retry-After (web/heavy_reads.py), so one team's many long queries cannot slow the
+# 429 with Retry-After (fairness/heavy_reads.py), so one team's many long queries cannot slow the
 # other teams' pages.
 WEB_TEAM_MAX_HEAVY_REQUESTS = env_int("WEB_TEAM_MAX_HEAVY_REQUESTS", 1, minimum=1, maximum=1000)
 # How long a heavy read beyond that bound waits for a slot (no CPU) before its 429.
 WEB_HEAVY_WAIT_SECONDS = env_int("WEB_HEAVY_WAIT_SECONDS", 5, minimum=0)
 # While other teams use a web process, a team whose heavy reads took more than this share of
 # its last ~10 s there keeps its slot for a rest after each read, so its reads run at most this
-# share of the time (web/heavy_share.py): back to back they would slow the others' pages.
+# share of the time (fairness/heavy_read_time.py): back to back they would slow the others' pages.
 WEB_TEAM_HEAVY_SHARE_PERCENT = env_int("WEB_TEAM_HEAVY_SHARE_PERCENT", 10, minimum=1, maximum=100)
 # Any statement of the web process (pages, API, live sockets) is cancelled after this long (0:
 # never) and answered 503 with Retry-After: no read holds a connection and a core for minutes.
@@ -469,6 +469,12 @@ WEB_DB_POOL_WAIT_SECONDS = env_int("WEB_DB_POOL_WAIT_SECONDS", 10, minimum=1)
 # reads waiting for their slot included, a pooled connection); beyond, 429 with Retry-After at
 # once, so one team cannot take a process's pool. Keep it well under WEB_DB_POOL_SIZE.
 WEB_TEAM_MAX_REQUESTS = env_int("WEB_TEAM_MAX_REQUESTS", 12, minimum=1, maximum=1000)
+# The Retry-After of a web request refused by a team's bound above (429), and of one refused
+# while PostgreSQL cannot be reached (503).
+WEB_RETRY_AFTER_SECONDS = env_int("WEB_RETRY_AFTER_SECONDS", 1, minimum=1, maximum=3600)
+WEB_UNAVAILABLE_RETRY_AFTER_SECONDS = env_int(
+    "WEB_UNAVAILABLE_RETRY_AFTER_SECONDS", 10, minimum=1, maximum=3600
+)
 # Stage shares of a minute are computed this long after it ends, so that the spans of its
 # requests have arrived; spans stored later are left out of the shares (not of the rollups).
 STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)
@@ -507,6 +513,8 @@ INGEST_TEAM_SHARE_PERCENT = env_int("INGEST_TEAM_SHARE_PERCENT", 50, minimum=1, 
 # How long an export within its team's share waits for room in a full process (bytes in flight,
 # gRPC handler slots) before it gets 503 / UNAVAILABLE with Retry-After.
 INGEST_ROOM_WAIT_SECONDS = env_int("INGEST_ROOM_WAIT_SECONDS", 5, minimum=0)
+# The Retry-After (and gRPC RetryInfo) of an export refused for room or a share (429 / 503).
+INGEST_RETRY_AFTER_SECONDS = env_int("INGEST_RETRY_AFTER_SECONDS", 2, minimum=1, maximum=3600)
 # Span attribute limits (see ingest/limits.py), after the OTel SDK's: attributes past the count
 # or the size budget are dropped and counted, longer strings truncated, arrays and key-value
 # lists cut to a number of elements, values nested deeper than the depth stored as null.

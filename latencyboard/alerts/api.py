@@ -45,7 +45,7 @@ from latencyboard.alerts.serializers import (
     RuleSerializer,
     StageReachSerializer,
 )
-from latencyboard.web.heavy_reads import HeavyRead
+from latencyboard.fairness.heavy_reads import HeavyRead
 
 STATUS_FILTERS = {
     "open": OPEN_STATUSES,

@@ -20,7 +20,7 @@ from latencyboard.alerts.evidence import change_words
 from latencyboard.alerts.links import absolute, alert_links
 from latencyboard.alerts.models import AlertEvent, AlertStatus, Delivery, DeliveryStatus
 from latencyboard.alerts.services import SEND_DELIVERIES_TASK
-from latencyboard.alerts.slots import Head, Urgency, next_delivery
+from latencyboard.fairness.delivery_slots import Head, Urgency, next_delivery
 from latencyboard.notifications.delivery import deliver
 from latencyboard.notifications.message import channel_test_notice
 from latencyboard.notifications.notice import Action, Attempt, Notice, Severity, Verdict
@@ -168,8 +168,9 @@ _URGENCY = Case(
 
 
 def claim(now: dt.datetime) -> int | None:
-    """Claim the delivery to send next (by :func:`latencyboard.alerts.slots.next_delivery`
-    over the ``NOTIFICATION_SLOTS``) and return its id, or None while none may start.
+    """Claim the delivery to send next (by
+    :func:`latencyboard.fairness.delivery_slots.next_delivery` over the
+    ``NOTIFICATION_SLOTS``) and return its id, or None while none may start.
 
     The claim marks it ``sending`` until the send task's hard time limit from now, when its
     worker is surely gone: a worker killed mid-attempt leaves it due again then, never lost.

@@ -27,9 +27,9 @@ from latencyboard.alerts.forms import ChannelForm, NoteForm, RuleForm, SilenceFo
 from latencyboard.alerts.links import alert_links
 from latencyboard.alerts.models import Alert, Delivery
 from latencyboard.alerts.rule_reach import rule_reach
+from latencyboard.fairness.heavy_reads import heavy_read
 from latencyboard.teams.issued import keep_once, take_once
 from latencyboard.teams.queries import has_role
-from latencyboard.web.heavy_reads import heavy_read
 
 DELIVERY_LOG_ROWS = 50
 RECENT_ROWS = 50

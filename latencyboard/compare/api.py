@@ -10,8 +10,8 @@ from rest_framework.views import APIView
 
 from latencyboard.compare.queries import NotACohort, compare
 from latencyboard.compare.serializers import CompareQuerySerializer, ComparisonSerializer
+from latencyboard.fairness.heavy_reads import HeavyRead
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.web.heavy_reads import HeavyRead
 
 
 class CompareView(HeavyRead, APIView):

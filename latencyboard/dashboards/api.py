@@ -26,10 +26,10 @@ from latencyboard.dashboards.serializers import (
     StageBreakdownSerializer,
     WindowQuerySerializer,
 )
+from latencyboard.fairness.heavy_reads import HeavyRead
 from latencyboard.moments import iso_utc
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
-from latencyboard.web.heavy_reads import HeavyRead
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")

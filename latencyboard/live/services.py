@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 # After a failed send, skip sending this long: a fold must not wait on a dead Redis for each
 # of its events. Short, so that live pages hear again within seconds of Redis returning.
-RETRY_AFTER_SECONDS: Final = 2.0
+PAUSE_AFTER_FAILED_SEND_SECONDS: Final = 2.0
 _paused_until = 0.0
 
 
@@ -35,7 +35,7 @@ def publish(group: str, event: dict[str, Any]) -> bool:
     try:
         async_to_sync(layer.group_send)(group, {"type": "live.event", "event": event})
     except (RedisError, OSError) as exc:
-        _paused_until = time.monotonic() + RETRY_AFTER_SECONDS
+        _paused_until = time.monotonic() + PAUSE_AFTER_FAILED_SEND_SECONDS
         logger.warning("live.publish_failed", extra={"group": group, "error": str(exc)})
         return False
     return True

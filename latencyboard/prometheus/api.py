@@ -20,11 +20,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from latencyboard import bounds
+from latencyboard.fairness.heavy_reads import HeavyRead
 from latencyboard.prometheus import errors, evaluation, promql
 from latencyboard.prometheus import series as catalogue
 from latencyboard.rollups.api import OrjsonRenderer
 from latencyboard.rollups.queries import InvalidPercentileQuery
-from latencyboard.web.heavy_reads import HeavyRead
 
 MAX_MATCHERS = 10
 """Most ``match[]`` selectors one series or label request may give."""

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from latencyboard.fairness.heavy_reads import HeavyRead
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.queries import InvalidPercentileQuery, percentile_series
 from latencyboard.rollups.serializers import (
@@ -25,7 +26,6 @@ from latencyboard.rollups.serializers import (
     percentile_long_rows,
     percentile_series_data,
 )
-from latencyboard.web.heavy_reads import HeavyRead
 
 _LINE_SEPARATORS = (("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
 

@@ -16,7 +16,7 @@ AUDIT_CHAIN: Final = 0x5A_1A_C0_02
 """Held by each append to the audit log until its transaction ends: appends take their turn,
 so each one's hash follows the one committed before it and the chain cannot fork."""
 HEAVY_READ_SLOTS: Final = 0x4C42_0000
-"""Slot ``n`` of a team's heavy reads (``latencyboard.web.heavy_reads``) is the advisory lock
+"""Slot ``n`` of a team's heavy reads (``latencyboard.fairness.heavy_reads``) is the advisory lock
 of the two keys ``HEAVY_READ_SLOTS + n`` and the team's id: a space apart from ``FOLD``'s,
 whose lock has one key."""
 OUTBOX_CLAIMS: Final = 0x5A_1A_C0_03

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from latencyboard.fairness.heavy_reads import HeavyRead
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.traces import exemplar_queries, queries, waterfall_queries
 from latencyboard.traces.serializers import (
@@ -30,7 +31,6 @@ from latencyboard.traces.waterfall_serializers import (
     TraceWaterfallSerializer,
     trace_waterfall_data,
 )
-from latencyboard.web.heavy_reads import HeavyRead
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline or stage in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")

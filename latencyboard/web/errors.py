@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Final
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseServerError
 from django.template import loader
 from django.views.defaults import server_error as django_server_error
-
-RETRY_AFTER_SECONDS: Final = 10
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -24,6 +22,6 @@ def server_error(request: HttpRequest) -> HttpResponse:
         response: HttpResponse = HttpResponseServerError(
             loader.get_template("503.html").render(), status=503
         )
-        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        response["Retry-After"] = str(settings.WEB_UNAVAILABLE_RETRY_AFTER_SECONDS)
         return response
     return django_server_error(request)

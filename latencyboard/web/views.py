@@ -9,8 +9,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from latencyboard.dashboards.overview_queries import DEFAULT_WINDOW, WINDOWS, overview
+from latencyboard.fairness.heavy_reads import heavy_read
 from latencyboard.teams.queries import limits_of
-from latencyboard.web.heavy_reads import heavy_read
 
 
 @login_required

@@ -74,13 +74,14 @@ def test_a_form_without_its_csrf_token_gets_our_403_page():
     assert_our_page(response.content.decode(), "This form has expired")
 
 
-def test_a_database_that_cannot_be_reached_is_a_503_to_retry():
+def test_a_database_that_cannot_be_reached_is_a_503_to_retry(settings):
+    settings.WEB_UNAVAILABLE_RETRY_AFTER_SECONDS = 12
     # When PostgreSQL cannot be reached while a request is served (DEBUG off)
     response = Client(raise_request_exception=False).get("/test-errors/database-down/")
 
     # Then the answer says to retry shortly, as ingest's does
     assert response.status_code == 503
-    assert response["Retry-After"] == "10"
+    assert response["Retry-After"] == "12"
 
 
 @pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])

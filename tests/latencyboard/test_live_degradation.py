@@ -22,7 +22,7 @@ from latencyboard.db import conninfo
 from latencyboard.live.consumers import TRY_AGAIN_LATER
 from latencyboard.live.groups import pipeline_group
 from latencyboard.live.layers import redis_channel_layers
-from latencyboard.live.services import RETRY_AFTER_SECONDS, publish
+from latencyboard.live.services import PAUSE_AFTER_FAILED_SEND_SECONDS, publish
 from latencyboard.local.embedded import EmbeddedRedis, free_port
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import services
@@ -132,7 +132,7 @@ def test_a_fold_without_redis_commits_and_the_next_one_after_it_returns_publishe
     # when Redis returns and more spans are folded
     own_redis.start()
     page = listen(pipeline_group(pipeline.pk))
-    time.sleep(RETRY_AFTER_SECONDS)
+    time.sleep(PAUSE_AFTER_FAILED_SEND_SECONDS)
     writer.write(
         team.pk, make_requests("recommender", 4, minute + dt.timedelta(seconds=30)), **WRITE
     )

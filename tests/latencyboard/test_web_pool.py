@@ -20,13 +20,13 @@ from django.test import Client
 from psycopg_pool import ConnectionPool
 
 from latencyboard import db
+from latencyboard.fairness import heavy_reads
 from latencyboard.local.embedded import free_port
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.storage import heavy_read_lock
-from latencyboard.web import heavy_reads
 from tests.factories import make_team, make_team_with_token, make_user
 from tests.ingest.otlp import SpanSpec, export_request
-from tests.latencyboard.test_heavy_reads import wait_for_lock_waiters
+from tests.latencyboard.fairness.test_heavy_reads import wait_for_lock_waiters
 from tests.support import PYTHON, start_process, stop_process
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -28,7 +28,7 @@ from typing import Final
 WINDOW_SECONDS: Final = 10.0
 
 
-class Shares:
+class HeavyReadTime:
     """Per team: decayed seconds in heavy reads and when they were noted, and when the team
     was last seen making a request."""
 
@@ -64,5 +64,5 @@ class Shares:
         return rest
 
 
-SHARES: Final = Shares()
+HEAVY_READ_TIME: Final = HeavyReadTime()
 """This process's."""

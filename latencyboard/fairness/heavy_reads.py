@@ -35,12 +35,10 @@ from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from latencyboard.fairness.heavy_read_time import HEAVY_READ_TIME
+from latencyboard.fairness.requests_in_flight import started_at, team_ids
 from latencyboard.storage import heavy_read_lock
 from latencyboard.teams.queries import teams_of
-from latencyboard.web.heavy_share import SHARES
-from latencyboard.web.in_flight import started_at, team_ids
-
-RETRY_AFTER_SECONDS: Final = 1
 
 _GAVE_UP: Final = (errors.LockNotAvailable, errors.QueryCanceled)
 
@@ -51,7 +49,7 @@ class Busy(Exception):
     def __str__(self) -> str:
         return (
             f"Your team already runs {settings.WEB_TEAM_MAX_HEAVY_REQUESTS} heavy reads at "
-            f"once; try again in {RETRY_AFTER_SECONDS} s."
+            f"once; try again in {settings.WEB_RETRY_AFTER_SECONDS} s."
         )
 
 
@@ -85,7 +83,7 @@ def team_slots(teams: Iterable[int], since: float | None = None) -> Iterator[Non
     in order, so that users sharing teams never wait for each other in a cycle. A team over
     its share of the process's time keeps them for a rest after the block, in proportion to
     the block's time and, given ``since`` (the request's start), the request's before it asked
-    for them (:mod:`.heavy_share`)."""
+    for them (:mod:`.heavy_read_time`)."""
     waiting = time.monotonic()
     deadline = waiting + settings.WEB_HEAVY_WAIT_SECONDS
     held: list[tuple[int, int]] = []
@@ -104,7 +102,7 @@ def team_slots(teams: Iterable[int], since: float | None = None) -> Iterator[Non
             ended = time.monotonic()
             seconds = ended - taken + (0 if since is None else waiting - since)
             share = settings.WEB_TEAM_HEAVY_SHARE_PERCENT / 100
-            time.sleep(SHARES.rest(ordered, seconds, ended, share))
+            time.sleep(HEAVY_READ_TIME.rest(ordered, seconds, ended, share))
     finally:
         _release(held)
 
@@ -136,7 +134,7 @@ def heavy_read(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
                 held.enter_context(team_slots(team_ids(request), started_at(request)))
             except Busy as busy:
                 response = JsonResponse({"detail": str(busy)}, status=429)
-                response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+                response["Retry-After"] = str(settings.WEB_RETRY_AFTER_SECONDS)
                 return response
             return view(request, *args, **kwargs)
 
@@ -161,7 +159,7 @@ class HeavyRead:
         try:
             held.enter_context(team_slots(team_ids(request), started_at(request)))
         except Busy as busy:
-            raise Throttled(wait=RETRY_AFTER_SECONDS, detail=str(busy)) from None
+            raise Throttled(wait=settings.WEB_RETRY_AFTER_SECONDS, detail=str(busy)) from None
         self._held = held
 
     def before_slot(self, request: Request) -> None:

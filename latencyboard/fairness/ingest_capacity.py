@@ -28,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-__all__ = ["CapacityTaken", "Claim", "ShareTaken", "Shares", "share_of"]
+__all__ = ["CapacityShares", "CapacityTaken", "Claim", "ShareTaken", "share_of"]
 
 # How long a refused team counts as waiting: the answer's Retry-After is a second or two, so
 # its retry finds the room others were refused growth into.
@@ -62,7 +62,7 @@ class Claim:
     reclaim: Callable[[], None] | None = None
 
 
-class Shares:
+class CapacityShares:
     def __init__(
         self,
         capacity: int,

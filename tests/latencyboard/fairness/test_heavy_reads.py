@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import cast
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 from django.db.backends.signals import connection_created
@@ -22,9 +23,9 @@ from latencyboard import db
 from latencyboard.alerts.models import Rule
 from latencyboard.apitokens.models import Scope
 from latencyboard.apitokens.services import issue_api_token
+from latencyboard.fairness import heavy_reads
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Membership, Role
-from latencyboard.web import heavy_reads
 from tests.factories import make_team, make_user
 
 pytestmark = pytest.mark.django_db
@@ -73,6 +74,7 @@ def team_member(
 def limits(settings):
     settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 2
     settings.WEB_HEAVY_WAIT_SECONDS = 0
+    settings.WEB_RETRY_AFTER_SECONDS = 3
 
 
 @pytest.fixture
@@ -128,7 +130,7 @@ def test_a_team_beyond_its_heavy_reads_is_refused_while_another_is_served(limits
         refused = b.get(path.format(pipeline=b_pipeline.id))
         served = a.get(path.format(pipeline=a_pipeline.id))
     assert refused.status_code == 429
-    assert refused["Retry-After"] == str(heavy_reads.RETRY_AFTER_SECONDS)
+    assert refused["Retry-After"] == str(settings.WEB_RETRY_AFTER_SECONDS)
     assert "2 heavy reads at once" in refused.content.decode()
     assert refused["Content-Type"].startswith("application/json")
     assert served.status_code != 429
@@ -184,7 +186,7 @@ import sys
 import django
 django.setup()
 from django.contrib.auth.models import User
-from latencyboard.web import heavy_reads
+from latencyboard.fairness import heavy_reads
 with heavy_reads.slot(User.objects.get(pk=int(sys.argv[1]))):
     print("held", flush=True)
     sys.stdin.read()
@@ -227,7 +229,7 @@ def test_rule_previews_and_reach_are_heavy_reads(limits, sign_in):
     with held_by(b, 2):
         refused = [b.post(*preview, content_type="application/json"), b.get(reach)]
     assert [r.status_code for r in refused] == [429, 429]
-    assert all(r["Retry-After"] == str(heavy_reads.RETRY_AFTER_SECONDS) for r in refused)
+    assert all(r["Retry-After"] == str(settings.WEB_RETRY_AFTER_SECONDS) for r in refused)
     assert b.post(*preview, content_type="application/json").status_code == 200
     assert b.get(reach).status_code == 200
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ingest.shares import CapacityTaken, Claim, Shares, ShareTaken
+from latencyboard.fairness.ingest_capacity import CapacityShares, CapacityTaken, Claim, ShareTaken
 
 
 class Clock:
@@ -25,7 +25,7 @@ def clock() -> Clock:
 
 def test_a_team_alone_may_hold_the_whole_capacity(clock):
     # given 8 units, of which a team's share is 4
-    shares = Shares(8, 4, clock=clock)
+    shares = CapacityShares(8, 4, clock=clock)
 
     # when one team takes all 8, nobody else asking
     claims = [shares.take("a", 1) for _ in range(8)]
@@ -39,7 +39,7 @@ def test_a_team_alone_may_hold_the_whole_capacity(clock):
 
 def test_a_team_within_its_share_refused_for_room_makes_the_others_keep_to_theirs(clock):
     # given team A holds all 8 units alone
-    shares = Shares(8, 4, clock=clock)
+    shares = CapacityShares(8, 4, clock=clock)
     held = [shares.take("a", 1) for _ in range(8)]
 
     # when team B asks for a unit, finds no room, and A then asks for more
@@ -57,7 +57,7 @@ def test_a_team_within_its_share_refused_for_room_makes_the_others_keep_to_their
 
 def test_a_waiting_team_is_forgotten_after_its_patience(clock):
     # given B was refused for room while A held everything
-    shares = Shares(4, 2, patience_s=3.0, clock=clock)
+    shares = CapacityShares(4, 2, patience_s=3.0, clock=clock)
     held = [shares.take("a", 1) for _ in range(4)]
     with pytest.raises(CapacityTaken):
         shares.take("b", 1)
@@ -72,7 +72,7 @@ def test_a_waiting_team_is_forgotten_after_its_patience(clock):
 
 def test_a_body_growing_past_its_share_is_refused_only_while_another_team_waits(clock):
     # given team A's body holds 6 of 8 units (past its share of 4), alone
-    shares = Shares(8, 4, clock=clock)
+    shares = CapacityShares(8, 4, clock=clock)
     body = shares.take("a", 6)
     shares.grow(body, 1)
 
@@ -88,7 +88,7 @@ def test_a_body_growing_past_its_share_is_refused_only_while_another_team_waits(
 
 def test_a_waiting_team_reclaims_what_another_holds_past_its_share(clock):
     # given team A holds 4 units alone, two of them in claims that can be given back
-    shares = Shares(4, 2, clock=clock)
+    shares = CapacityShares(4, 2, clock=clock)
     claims = [shares.take("a", 1) for _ in range(4)]
     given_back: list[Claim] = []
 
@@ -111,7 +111,7 @@ def test_a_waiting_team_reclaims_what_another_holds_past_its_share(clock):
 
 def test_a_settled_claim_is_not_reclaimed(clock):
     # given A's only claim past its share is settled (being served)
-    shares = Shares(2, 1, clock=clock)
+    shares = CapacityShares(2, 1, clock=clock)
     first, second = shares.take("a", 1), shares.take("a", 1)
     second.reclaim = lambda: pytest.fail("a settled claim was reclaimed")
     shares.settle(second)
@@ -127,7 +127,7 @@ def test_a_settled_claim_is_not_reclaimed(clock):
 
 def test_a_team_within_its_share_waits_for_a_release(clock):
     # given A holds all 2 units
-    shares = Shares(2, 1)
+    shares = CapacityShares(2, 1)
     held = [shares.take("a", 1) for _ in range(2)]
     served = []
     waiter = threading.Thread(target=lambda: served.append(shares.take("b", 1, wait_s=10)))

@@ -1,4 +1,4 @@
-"""Tests for latencyboard.alerts.slots: which team's delivery takes a free notifier slot."""
+"""Which team's delivery takes a free notifier slot (latencyboard.fairness.delivery_slots)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from latencyboard.alerts.slots import Head, Urgency, next_delivery
+from latencyboard.fairness.delivery_slots import Head, Urgency, next_delivery
 
 T0 = dt.datetime(2026, 3, 10, 12, 0, tzinfo=dt.UTC)
 A, B, C = 1, 2, 3

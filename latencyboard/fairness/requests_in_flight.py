@@ -22,10 +22,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from latencyboard.apitokens.authentication import acting_user
+from latencyboard.fairness.heavy_read_time import HEAVY_READ_TIME
 from latencyboard.teams.queries import teams_of
-from latencyboard.web.heavy_share import SHARES
 
-RETRY_AFTER_SECONDS: Final = 1
 _TEAMS: Final = "_latencyboard_team_ids"
 _STARTED: Final = "_latencyboard_started"
 
@@ -58,7 +57,7 @@ class TeamRequestsInFlight:
         started = time.monotonic()
         setattr(request, _STARTED, started)
         teams = team_ids(request)
-        SHARES.saw(teams, started)
+        HEAVY_READ_TIME.saw(teams, started)
         bound = settings.WEB_TEAM_MAX_REQUESTS
         with self._lock:
             if any(self._in_flight[team] >= bound for team in teams):
@@ -78,9 +77,9 @@ class TeamRequestsInFlight:
         response = JsonResponse(
             {
                 "detail": f"Your team already has {bound} requests in progress here; try "
-                f"again in {RETRY_AFTER_SECONDS} s."
+                f"again in {settings.WEB_RETRY_AFTER_SECONDS} s."
             },
             status=429,
         )
-        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        response["Retry-After"] = str(settings.WEB_RETRY_AFTER_SECONDS)
         return response

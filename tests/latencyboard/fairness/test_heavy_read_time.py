@@ -10,15 +10,15 @@ import time
 import pytest
 from django.db import connections
 
-from latencyboard.web import heavy_reads, in_flight
-from latencyboard.web.heavy_share import WINDOW_SECONDS, Shares
+from latencyboard.fairness import heavy_reads, requests_in_flight
+from latencyboard.fairness.heavy_read_time import WINDOW_SECONDS, HeavyReadTime
 from tests.factories import make_team
-from tests.latencyboard.test_heavy_reads import team_member, with_read_only_token
+from tests.latencyboard.fairness.test_heavy_reads import team_member, with_read_only_token
 
 A, B = 1, 2
 
 
-def reads_back_to_back(shares: Shares, team: int, count: int, seconds: float) -> list[float]:
+def reads_back_to_back(shares: HeavyReadTime, team: int, count: int, seconds: float) -> list[float]:
     """The rests of ``count`` reads of ``seconds`` one after another (each after the rest
     before it), team A making a request every second meanwhile."""
     rests, now = [], 0.0
@@ -31,7 +31,7 @@ def reads_back_to_back(shares: Shares, team: int, count: int, seconds: float) ->
 
 
 def test_a_team_reading_back_to_back_beside_another_rests_three_times_its_read():
-    rests = reads_back_to_back(Shares(), B, 200, 0.05)
+    rests = reads_back_to_back(HeavyReadTime(), B, 200, 0.05)
     # once over its quarter, each 50 ms read rests 150 ms: reads run a quarter of the time
     assert rests[0] == 0
     assert rests[-1] == pytest.approx(0.15)
@@ -40,7 +40,7 @@ def test_a_team_reading_back_to_back_beside_another_rests_three_times_its_read()
 
 
 def test_a_team_alone_on_the_process_never_rests():
-    shares = Shares()
+    shares = HeavyReadTime()
     now = 0.0
     for _ in range(200):
         shares.saw([B], now)
@@ -50,12 +50,12 @@ def test_a_team_alone_on_the_process_never_rests():
 
 def test_a_page_of_charts_within_the_share_does_not_rest():
     # ten 100 ms charts, one after another, with team A about: a second of a ten-second window
-    shares = Shares()
+    shares = HeavyReadTime()
     assert reads_back_to_back(shares, B, 10, 0.1) == [0] * 10
 
 
 def test_the_other_team_counts_only_while_recently_seen():
-    shares = Shares()
+    shares = HeavyReadTime()
     shares.saw([A], 0.0)
     now = 2 * WINDOW_SECONDS
     for _ in range(200):
@@ -64,7 +64,7 @@ def test_the_other_team_counts_only_while_recently_seen():
 
 
 def test_a_rest_is_at_most_the_window():
-    shares = Shares()
+    shares = HeavyReadTime()
     shares.saw([A], 30.0)
     assert shares.rest([B], 30.0, 30.0, share=0.01) == WINDOW_SECONDS
 
@@ -76,8 +76,8 @@ def test_a_resting_team_keeps_its_slot_and_the_others_are_served(settings, monke
     settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 1
     settings.WEB_HEAVY_WAIT_SECONDS = 0
     settings.WEB_TEAM_HEAVY_SHARE_PERCENT = 1
-    shares = Shares()
-    monkeypatch.setattr(heavy_reads, "SHARES", shares)
+    shares = HeavyReadTime()
+    monkeypatch.setattr(heavy_reads, "HEAVY_READ_TIME", shares)
     a, b = make_team().pk, make_team().pk
     shares.saw([a], time.monotonic())
     shares.rest([b], WINDOW_SECONDS, time.monotonic(), share=0.01)  # b read all along
@@ -114,9 +114,9 @@ def test_a_token_reading_over_its_share_rests_while_another_teams_token_is_about
     settings.WEB_TEAM_MAX_HEAVY_REQUESTS = 1
     settings.WEB_HEAVY_WAIT_SECONDS = 0
     settings.WEB_TEAM_HEAVY_SHARE_PERCENT = 1
-    shares = Shares()
-    monkeypatch.setattr(heavy_reads, "SHARES", shares)
-    monkeypatch.setattr(in_flight, "SHARES", shares)
+    shares = HeavyReadTime()
+    monkeypatch.setattr(heavy_reads, "HEAVY_READ_TIME", shares)
+    monkeypatch.setattr(requests_in_flight, "HEAVY_READ_TIME", shares)
     (a, _), (b, b_pipeline) = team_member(with_read_only_token), team_member(with_read_only_token)
     shares.rest([b_pipeline.team_id], WINDOW_SECONDS, time.monotonic(), share=0.01)
     assert a.get("/api/pipelines/").status_code == 200
