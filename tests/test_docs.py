@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, get_commands, load_command_class
 
-from tests.settings_reads import EnvReads, settings_reads
+from tests.settings_reads import SETTINGS_PY, EnvReads, settings_reads
 from tests.support import PYTHON, ROOT
 
 README = ROOT / "README.md"
@@ -28,9 +28,9 @@ MAKEFILE = ROOT / "Makefile"
 README_MAX_LINES = 250
 SOURCES = ("latencyboard", "ingest", "audits")
 
-# Programs of other projects the guides show: each is exercised by the test named here (or
-# the command is a user's own: the Collector and a shell's curl read only the documented files
-# and endpoints those tests check).
+# Programs of other projects the guides show, which cannot run here: each maps to the test of
+# what latencyboard does with what that program sends or reads (vLLM's and Triton's spans, the
+# API call curl makes, the Collector's configuration, the compose file).
 EXTERNAL_PROGRAMS = {
     "vllm": "tests/ingest/test_llm_stages.py",
     "sglang.launch_server": "tests/ingest/test_llm_stages.py",
@@ -196,8 +196,14 @@ def test_every_command_in_the_docs_exists_and_takes_its_flags(page: str, command
 
 
 def test_the_readme_starts_with_its_two_commands() -> None:
-    block = _fenced_shell_commands(README.read_text(encoding="utf-8"))
-    assert block[:2] == ["make run", "make test"]
+    text = README.read_text(encoding="utf-8")
+    first_block = re.search(r"^```sh\n(.*?)^```", text, flags=re.S | re.M)
+
+    assert first_block is not None
+    assert first_block.group(1).splitlines() == [
+        "make run     # the whole product on embedded PostgreSQL + Redis, with demo traffic",
+        "make test    # lint, types and every test (real PostgreSQL, Redis, Celery, browsers)",
+    ]
     assert {"run", "test"} <= set(_make_targets())
 
 
@@ -260,6 +266,11 @@ def _spelled(value: object) -> str:
     return str(value)
 
 
+def _line_of(source: str, name: str) -> int:
+    match = re.search(rf"""["']{name}["']""", source)
+    return source.count("\n", 0, match.start()) + 1 if match else 0
+
+
 def _read_elsewhere(name: str) -> bool:
     """Whether a module of the product (``make run``'s runner, ingest) names the variable."""
     literal = re.compile(rf"""["']{name}["']""")
@@ -297,10 +308,14 @@ def _default_problems(reads: EnvReads, rows: dict[str, Row]) -> list[str]:
 
 def test_every_setting_settings_py_reads_has_a_row_in_the_configuration_reference() -> None:
     reads, rows = settings_reads(), _configuration_rows()
-    missing = sorted(set(reads.names) - set(rows))
+    source = SETTINGS_PY.read_text(encoding="utf-8")
+    missing = [
+        f"{name} (read at latencyboard/settings.py:{_line_of(source, name)})"
+        for name in sorted(set(reads.names) - set(rows))
+    ]
     assert not missing, (
-        "latencyboard/settings.py reads these variables, but docs/configuration.md has no "
-        f"row for them (add `| `NAME` | default | meaning |` under its topic): {missing}"
+        "docs/configuration.md has no row (`| `NAME` | default | meaning |` under its topic) "
+        f"for these variables: {missing}"
     )
 
 
