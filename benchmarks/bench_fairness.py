@@ -14,7 +14,8 @@ attack, and compared with its own quiet slices. The attacks run in a process of 
   from several threads at once;
 - ``cardinality``: exports whose every resource has a new ``service.name``;
 - ``token_queries``: 30-day Prometheus ``query_range`` reads from 24 threads at once, sent
-  with team B's read-only API token (the README's Grafana setup) instead of a session.
+  with team B's read-only API token (the Grafana setup of docs/grafana-and-api.md) instead of
+  a session.
 
 Per attack it prints team A's p99 export latency quiet and under attack, its failed exports
 under attack (anything but 200/OK: it has no rate limit of its own), how long its spans took

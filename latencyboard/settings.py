@@ -52,6 +52,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or (["localhost", "127.0.0.1", "[::1]"
 if not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS must be set when DEBUG is off")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+# Where people open this site: links in notifications start with it.
+PUBLIC_URL = env_str("PUBLIC_URL", "http://localhost:8000")
 
 # By default, the embedded servers of `make run`, with the passwords it keeps in VAR_DIR: so a
 # command run by hand beside it reaches them (the runner gives its own children their URLs).
@@ -383,108 +385,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# ----- Alerts ------------------------------------------------------------------------------------
-# Baselines merge this many trailing days of hourly rollups; below the minimum count a stage's
-# baseline is "not ready" and raises no regression alert (100 values above its p99).
-# Reports one team may have queued or building at once: a script requesting in a loop must not
-# hold the reports worker from every other team.
-AUDIT_MAX_PENDING_REPORTS = env_int("AUDIT_MAX_PENDING_REPORTS", 4, minimum=1, maximum=100)
-# Beyond it the refusal's Retry-After is when the oldest waiting report should be done, by the
-# team's recent reports; this many seconds for a team with none done yet.
-AUDIT_REPORT_RETRY_AFTER_SECONDS = env_int(
-    "AUDIT_REPORT_RETRY_AFTER_SECONDS", 60, minimum=1, maximum=86_400
-)
-ALERT_BASELINE_DAYS = env_int("ALERT_BASELINE_DAYS", 7, minimum=1, maximum=90)
-ALERT_BASELINE_MIN_COUNT = env_int("ALERT_BASELINE_MIN_COUNT", 10_000, minimum=100)
-# An open alert resolves after this many clean evaluations (minutes) in a row.
-ALERT_CLEAN_EVALUATIONS = env_int("ALERT_CLEAN_EVALUATIONS", 5, minimum=1, maximum=1440)
-# Notification attempts per delivery (429, 5xx and timeouts are retried with backoff).
-ALERT_DELIVERY_MAX_ATTEMPTS = env_int("ALERT_DELIVERY_MAX_ATTEMPTS", 8, minimum=1, maximum=50)
-# One wall-clock deadline per attempt: connecting, TLS, sending and reading the answer.
-ALERT_DELIVERY_TIMEOUT_SECONDS = env_int(
-    "ALERT_DELIVERY_TIMEOUT_SECONDS", 10, minimum=1, maximum=60
-)
-# Deliveries in flight at once: the notifier workers' processes together (`--concurrency` of
-# the worker on the "notifications" queue; 2 as `make run` and compose start it). A team holds
-# one of them while another team has a delivery due, and the last free one is kept for a team
-# that falls due (latencyboard/fairness/delivery_slots.py).
-NOTIFICATION_SLOTS = env_int("NOTIFICATION_SLOTS", 2, minimum=1, maximum=256)
-# Notifications reach public addresses only (see latencyboard/notifications/transport.py).
-# Networks listed here are allowed besides, for receivers inside your network: CIDRs or single
-# addresses, comma-separated ("10.20.0.0/16,fd12::7"). Cloud metadata addresses never are.
-try:
-    NOTIFICATION_ALLOWED_NETWORKS = parse_networks(env_list("NOTIFICATION_ALLOWED_NETWORKS"))
-except BadNetworkError as exc:
-    raise ImproperlyConfigured(f"NOTIFICATION_ALLOWED_NETWORKS: {exc}") from exc
-# Where people open this site: links in notifications start with it.
-PUBLIC_URL = env_str("PUBLIC_URL", "http://localhost:8000")
-
-RETENTION_DAYS = env_int("RETENTION_DAYS", 30, minimum=1)
-# Raw spans are kept whole for SPAN_HOT_DAYS; an older day keeps only its traces with an error,
-# those slower than their minute's p99, and SPAN_SAMPLE_PERCENT of the rest. The p99 comes from
-# the minute rollups, so they must outlive the hot period (see ROLLUP_MINUTE_DAYS).
-SPAN_HOT_DAYS = env_int("SPAN_HOT_DAYS", 2, minimum=1)
-SPAN_SAMPLE_PERCENT = env_int("SPAN_SAMPLE_PERCENT", 5, minimum=0, maximum=100)
-PARTITIONS_AHEAD_DAYS = env_int("PARTITIONS_AHEAD_DAYS", 3, minimum=1, maximum=60)
-# Rollup rows kept per resolution: minutes are compacted into hours, hours into days first.
-ROLLUP_MINUTE_DAYS = env_int("ROLLUP_MINUTE_DAYS", 4, minimum=1)
-# A day is thinned SPAN_HOT_DAYS after its end, when its first minute is a day older still:
-# its minute rollups must last that long, plus a day for the thinner to get to it. With
-# SPAN_HOT_DAYS at or past RETENTION_DAYS no day is ever thinned, and nothing is asked.
-if SPAN_HOT_DAYS < RETENTION_DAYS and SPAN_HOT_DAYS + 2 > ROLLUP_MINUTE_DAYS:
-    raise ImproperlyConfigured(
-        f"ROLLUP_MINUTE_DAYS={ROLLUP_MINUTE_DAYS} must be at least SPAN_HOT_DAYS + 2 "
-        f"({SPAN_HOT_DAYS + 2}): thinning a day reads the p99 of its minutes"
-    )
-ROLLUP_HOUR_DAYS = env_int("ROLLUP_HOUR_DAYS", 90, minimum=1)
-ROLLUP_DAY_DAYS = env_int("ROLLUP_DAY_DAYS", 400, minimum=1)
-# Values of one cohort attribute (model.version…) kept apart per pipeline and UTC day; spans
-# with further values count as "other", so a high-cardinality attribute cannot blow up storage.
-COHORT_VALUES_PER_DAY = env_int("COHORT_VALUES_PER_DAY", 20, minimum=1)
-# Pipelines (service.name x environment) one team may have: spans of a further one are refused
-# and reported in the export's partial_success, so 20,000 service names cannot make 20,000
-# pipelines. New pipelines keep at most PIPELINE_MAX_STAGES stages (Admin changes one's own).
-TEAM_MAX_PIPELINES = env_int("TEAM_MAX_PIPELINES", 200, minimum=1)
-PIPELINE_MAX_STAGES = env_int("PIPELINE_MAX_STAGES", 32, minimum=1, maximum=1000)
-# Heavy reads (series endpoints, compare, trace search, Prometheus queries, the overview) one
-# team may run at once in all web processes together (advisory locks in PostgreSQL); beyond it
-# 429 with Retry-After (fairness/heavy_reads.py), so one team's many long queries cannot slow the
-# other teams' pages.
-WEB_TEAM_MAX_HEAVY_REQUESTS = env_int("WEB_TEAM_MAX_HEAVY_REQUESTS", 1, minimum=1, maximum=1000)
-# How long a heavy read beyond that bound waits for a slot (no CPU) before its 429.
-WEB_HEAVY_WAIT_SECONDS = env_int("WEB_HEAVY_WAIT_SECONDS", 5, minimum=0)
-# While other teams use a web process, a team whose heavy reads took more than this share of
-# its last ~10 s there keeps its slot for a rest after each read, so its reads run at most this
-# share of the time (fairness/heavy_read_time.py): back to back they would slow the others' pages.
-WEB_TEAM_HEAVY_SHARE_PERCENT = env_int("WEB_TEAM_HEAVY_SHARE_PERCENT", 10, minimum=1, maximum=100)
-# Any statement of the web process (pages, API, live sockets) is cancelled after this long (0:
-# never) and answered 503 with Retry-After: no read holds a connection and a core for minutes.
-WEB_STATEMENT_TIMEOUT_SECONDS = env_int("WEB_STATEMENT_TIMEOUT_SECONDS", 30, minimum=0)
-# Connections of a web process to each database, pooled (0: a new one per request, as Django
-# serves each ASGI request on a thread of its own); a request waits this long for one when all
-# are in use, then gets 503 with Retry-After.
-WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 32, minimum=0, maximum=1000)
-WEB_DB_POOL_WAIT_SECONDS = env_int("WEB_DB_POOL_WAIT_SECONDS", 10, minimum=1)
-# Requests of one team in progress at once in a web process (each holds a thread and, heavy
-# reads waiting for their slot included, a pooled connection); beyond, 429 with Retry-After at
-# once, so one team cannot take a process's pool. Keep it well under WEB_DB_POOL_SIZE.
-WEB_TEAM_MAX_REQUESTS = env_int("WEB_TEAM_MAX_REQUESTS", 12, minimum=1, maximum=1000)
-# The Retry-After of a web request refused by a team's bound above (429), and of one refused
-# while PostgreSQL cannot be reached (503).
-WEB_RETRY_AFTER_SECONDS = env_int("WEB_RETRY_AFTER_SECONDS", 1, minimum=1, maximum=3600)
-WEB_UNAVAILABLE_RETRY_AFTER_SECONDS = env_int(
-    "WEB_UNAVAILABLE_RETRY_AFTER_SECONDS", 10, minimum=1, maximum=3600
-)
-# Stage shares of a minute are computed this long after it ends, so that the spans of its
-# requests have arrived; spans stored later are left out of the shares (not of the rollups).
-STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)
-# The kind of work of stages whose names do not say it (model_forward is compute by its name),
-# for the bottleneck class: "stage=kind,…" with kinds compute, feature, queue and network.
-try:
-    BOTTLENECK_STAGE_KINDS = parse_stage_kinds(env_str("BOTTLENECK_STAGE_KINDS", ""))
-except ValueError as exc:
-    raise ImproperlyConfigured(f"BOTTLENECK_STAGE_KINDS: {exc}") from exc
-
+# ----- Ingest ------------------------------------------------------------------------------------
 INGEST_HTTP_PORT = env_int("INGEST_HTTP_PORT", 4318, minimum=1, maximum=65535)
 INGEST_GRPC_PORT = env_int("INGEST_GRPC_PORT", 4317, minimum=1, maximum=65535)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
@@ -537,6 +438,105 @@ INGEST_PROCESSES = env_int("INGEST_PROCESSES", 1, minimum=1, maximum=64)
 # each enforces a token's rate limit on its own, so each allows rate_limit / INGEST_HOSTS.
 INGEST_HOSTS = env_int("INGEST_HOSTS", 1, minimum=1, maximum=1000)
 
+# ----- Team limits -------------------------------------------------------------------------------
+# Pipelines (service.name x environment) one team may have: spans of a further one are refused
+# and reported in the export's partial_success, so 20,000 service names cannot make 20,000
+# pipelines. New pipelines keep at most PIPELINE_MAX_STAGES stages (Admin changes one's own).
+TEAM_MAX_PIPELINES = env_int("TEAM_MAX_PIPELINES", 200, minimum=1)
+PIPELINE_MAX_STAGES = env_int("PIPELINE_MAX_STAGES", 32, minimum=1, maximum=1000)
+# Values of one cohort attribute (model.version…) kept apart per pipeline and UTC day; spans
+# with further values count as "other", so a high-cardinality attribute cannot blow up storage.
+COHORT_VALUES_PER_DAY = env_int("COHORT_VALUES_PER_DAY", 20, minimum=1)
+
+# ----- Web ---------------------------------------------------------------------------------------
+# Heavy reads (series endpoints, compare, trace search, Prometheus queries, the overview) one
+# team may run at once in all web processes together (advisory locks in PostgreSQL); beyond it
+# 429 with Retry-After (fairness/heavy_reads.py), so one team's many long queries cannot slow the
+# other teams' pages.
+WEB_TEAM_MAX_HEAVY_REQUESTS = env_int("WEB_TEAM_MAX_HEAVY_REQUESTS", 1, minimum=1, maximum=1000)
+# How long a heavy read beyond that bound waits for a slot (no CPU) before its 429.
+WEB_HEAVY_WAIT_SECONDS = env_int("WEB_HEAVY_WAIT_SECONDS", 5, minimum=0)
+# While other teams use a web process, a team whose heavy reads took more than this share of
+# its last ~10 s there keeps its slot for a rest after each read, so its reads run at most this
+# share of the time (fairness/heavy_read_time.py): back to back they would slow the others' pages.
+WEB_TEAM_HEAVY_SHARE_PERCENT = env_int("WEB_TEAM_HEAVY_SHARE_PERCENT", 10, minimum=1, maximum=100)
+# Any statement of the web process (pages, API, live sockets) is cancelled after this long (0:
+# never) and answered 503 with Retry-After: no read holds a connection and a core for minutes.
+WEB_STATEMENT_TIMEOUT_SECONDS = env_int("WEB_STATEMENT_TIMEOUT_SECONDS", 30, minimum=0)
+# Connections of a web process to each database, pooled (0: a new one per request, as Django
+# serves each ASGI request on a thread of its own); a request waits this long for one when all
+# are in use, then gets 503 with Retry-After.
+WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 32, minimum=0, maximum=1000)
+WEB_DB_POOL_WAIT_SECONDS = env_int("WEB_DB_POOL_WAIT_SECONDS", 10, minimum=1)
+# Requests of one team in progress at once in a web process (each holds a thread and, heavy
+# reads waiting for their slot included, a pooled connection); beyond, 429 with Retry-After at
+# once, so one team cannot take a process's pool. Keep it well under WEB_DB_POOL_SIZE.
+WEB_TEAM_MAX_REQUESTS = env_int("WEB_TEAM_MAX_REQUESTS", 12, minimum=1, maximum=1000)
+# The Retry-After of a web request refused by a team's bound above (429), and of one refused
+# while PostgreSQL cannot be reached (503).
+WEB_RETRY_AFTER_SECONDS = env_int("WEB_RETRY_AFTER_SECONDS", 1, minimum=1, maximum=3600)
+WEB_UNAVAILABLE_RETRY_AFTER_SECONDS = env_int(
+    "WEB_UNAVAILABLE_RETRY_AFTER_SECONDS", 10, minimum=1, maximum=3600
+)
+
+# ----- Retention and rollups ---------------------------------------------------------------------
+RETENTION_DAYS = env_int("RETENTION_DAYS", 30, minimum=1)
+# Raw spans are kept whole for SPAN_HOT_DAYS; an older day keeps only its traces with an error,
+# those slower than their minute's p99, and SPAN_SAMPLE_PERCENT of the rest. The p99 comes from
+# the minute rollups, so they must outlive the hot period (see ROLLUP_MINUTE_DAYS).
+SPAN_HOT_DAYS = env_int("SPAN_HOT_DAYS", 2, minimum=1)
+SPAN_SAMPLE_PERCENT = env_int("SPAN_SAMPLE_PERCENT", 5, minimum=0, maximum=100)
+PARTITIONS_AHEAD_DAYS = env_int("PARTITIONS_AHEAD_DAYS", 3, minimum=1, maximum=60)
+# Rollup rows kept per resolution: minutes are compacted into hours, hours into days first.
+ROLLUP_MINUTE_DAYS = env_int("ROLLUP_MINUTE_DAYS", 4, minimum=1)
+# A day is thinned SPAN_HOT_DAYS after its end, when its first minute is a day older still:
+# its minute rollups must last that long, plus a day for the thinner to get to it. With
+# SPAN_HOT_DAYS at or past RETENTION_DAYS no day is ever thinned, and nothing is asked.
+if SPAN_HOT_DAYS < RETENTION_DAYS and SPAN_HOT_DAYS + 2 > ROLLUP_MINUTE_DAYS:
+    raise ImproperlyConfigured(
+        f"ROLLUP_MINUTE_DAYS={ROLLUP_MINUTE_DAYS} must be at least SPAN_HOT_DAYS + 2 "
+        f"({SPAN_HOT_DAYS + 2}): thinning a day reads the p99 of its minutes"
+    )
+ROLLUP_HOUR_DAYS = env_int("ROLLUP_HOUR_DAYS", 90, minimum=1)
+ROLLUP_DAY_DAYS = env_int("ROLLUP_DAY_DAYS", 400, minimum=1)
+# Stage shares of a minute are computed this long after it ends, so that the spans of its
+# requests have arrived; spans stored later are left out of the shares (not of the rollups).
+STAGE_SHARE_GRACE_SECONDS = env_int("STAGE_SHARE_GRACE_SECONDS", 120, minimum=0)
+# The kind of work of stages whose names do not say it (model_forward is compute by its name),
+# for the bottleneck class: "stage=kind,…" with kinds compute, feature, queue and network.
+try:
+    BOTTLENECK_STAGE_KINDS = parse_stage_kinds(env_str("BOTTLENECK_STAGE_KINDS", ""))
+except ValueError as exc:
+    raise ImproperlyConfigured(f"BOTTLENECK_STAGE_KINDS: {exc}") from exc
+
+# ----- Alerts and notifications ------------------------------------------------------------------
+# A baseline merges the same hours of the day of the previous ALERT_BASELINE_DAYS days, or the
+# trailing days while those hours hold too little (latencyboard/alerts/baselines.py); below the
+# minimum count a stage's baseline is "not ready" and raises no regression alert (10,000
+# requests hold 100 values above their p99).
+ALERT_BASELINE_DAYS = env_int("ALERT_BASELINE_DAYS", 7, minimum=1, maximum=90)
+ALERT_BASELINE_MIN_COUNT = env_int("ALERT_BASELINE_MIN_COUNT", 10_000, minimum=100)
+# An open alert resolves after this many clean evaluations (minutes) in a row.
+ALERT_CLEAN_EVALUATIONS = env_int("ALERT_CLEAN_EVALUATIONS", 5, minimum=1, maximum=1440)
+# Notification attempts per delivery (429, 5xx and timeouts are retried with backoff).
+ALERT_DELIVERY_MAX_ATTEMPTS = env_int("ALERT_DELIVERY_MAX_ATTEMPTS", 8, minimum=1, maximum=50)
+# One wall-clock deadline per attempt: connecting, TLS, sending and reading the answer.
+ALERT_DELIVERY_TIMEOUT_SECONDS = env_int(
+    "ALERT_DELIVERY_TIMEOUT_SECONDS", 10, minimum=1, maximum=60
+)
+# Deliveries in flight at once: the notifier workers' processes together (`--concurrency` of
+# the worker on the "notifications" queue; 2 as `make run` and compose start it). A team holds
+# one of them while another team has a delivery due, and the last free one is kept for a team
+# that falls due (latencyboard/fairness/delivery_slots.py).
+NOTIFICATION_SLOTS = env_int("NOTIFICATION_SLOTS", 2, minimum=1, maximum=256)
+# Notifications reach public addresses only (see latencyboard/notifications/transport.py).
+# Networks listed here are allowed besides, for receivers inside your network: CIDRs or single
+# addresses, comma-separated ("10.20.0.0/16,fd12::7"). Cloud metadata addresses never are.
+try:
+    NOTIFICATION_ALLOWED_NETWORKS = parse_networks(env_list("NOTIFICATION_ALLOWED_NETWORKS"))
+except BadNetworkError as exc:
+    raise ImproperlyConfigured(f"NOTIFICATION_ALLOWED_NETWORKS: {exc}") from exc
+
 # Alert e-mails (notification channels of kind "email"), sent through this SMTP server, or
 # printed on the console with EMAIL_TO_CONSOLE (its default: DEBUG on and no EMAIL_HOST).
 # `make run` (DEBUG off too) sets EMAIL_TO_CONSOLE when no EMAIL_HOST is given.
@@ -557,6 +557,16 @@ if EMAIL_USE_TLS and EMAIL_USE_SSL:
     raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other: set one")
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_SECONDS", 10, minimum=1, maximum=300)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "latencyboard@localhost")
+
+# ----- Audit reports -----------------------------------------------------------------------------
+# Reports one team may have queued or building at once: a script requesting in a loop must not
+# hold the reports worker from every other team.
+AUDIT_MAX_PENDING_REPORTS = env_int("AUDIT_MAX_PENDING_REPORTS", 4, minimum=1, maximum=100)
+# Beyond it the refusal's Retry-After is when the oldest waiting report should be done, by the
+# team's recent reports; this many seconds for a team with none done yet.
+AUDIT_REPORT_RETRY_AFTER_SECONDS = env_int(
+    "AUDIT_REPORT_RETRY_AFTER_SECONDS", 60, minimum=1, maximum=86_400
+)
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:

@@ -1,15 +1,15 @@
 """Static checks of the Docker deployment files (no Docker engine and no database needed).
 
 docker/compose.yaml is parsed with PyYAML, docker/Dockerfile and .dockerignore as text, and the
-variables latencyboard/settings.py reads are collected from its source with ``ast``, so adding a
-setting without documenting it in docker/.env.example fails here. Two checks run Django in a
-subprocess: the Dockerfile's build-time ``collectstatic`` with its dummy values, and
-``check --deploy`` with the values of docker/.env.example. docker/entrypoint.sh is run with ``sh``.
+variables latencyboard/settings.py reads are collected from its source (tests/settings_reads.py),
+so adding a setting without documenting it in docker/.env.example fails here. Two checks run
+Django in a subprocess: the Dockerfile's build-time ``collectstatic`` with its dummy values,
+and ``check --deploy`` with the values of docker/.env.example. docker/entrypoint.sh is run
+with ``sh``.
 """
 
 from __future__ import annotations
 
-import ast
 import http.server
 import os
 import re
@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from tests.settings_reads import settings_reads
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
 COMPOSE = DOCKER / "compose.yaml"
@@ -34,8 +36,6 @@ DOCKERFILE = DOCKER / "Dockerfile"
 ENV_EXAMPLE = DOCKER / ".env.example"
 ENTRYPOINT = DOCKER / "entrypoint.sh"
 DOCKERIGNORE = ROOT / ".dockerignore"
-SETTINGS_PY = ROOT / "latencyboard" / "settings.py"
-ENV_PY = ROOT / "latencyboard" / "env.py"
 
 INFRA_SERVICES = {"postgres", "redis"}
 APP_SERVICES = {"migrate", "web", "ingest", "worker", "notifier", "beat"}
@@ -79,105 +79,6 @@ def _command(service: dict[str, Any]) -> list[str]:
 def _healthcheck_text(service: dict[str, Any]) -> str:
     test = service["healthcheck"]["test"]
     return test if isinstance(test, str) else " ".join(str(t) for t in test)
-
-
-class _EnvReads(ast.NodeVisitor):
-    """Collects the environment variable names a module reads.
-
-    Reads are calls of the reader functions (those defined in latencyboard/env.py plus wrappers
-    defined in the module that pass their first parameter on to one, like
-    ``_required_in_production``), ``os.environ.get/[]`` and ``os.getenv``. A name that is not a
-    string literal is recorded in ``dynamic`` unless it is a parameter of the enclosing function
-    (the reader passing its argument along).
-    """
-
-    def __init__(self, readers: set[str]) -> None:
-        self.readers = readers
-        self.wrappers: set[str] = set()
-        self.names: dict[str, set[str]] = {}  # variable -> functions that read it
-        self.dynamic: list[str] = []
-        self._params: list[set[str]] = []
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self._params.append({a.arg for a in node.args.args + node.args.kwonlyargs})
-        self.generic_visit(node)
-        self._params.pop()
-
-    def _record(self, arg: ast.expr | None, via: str, lineno: int) -> None:
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            self.names.setdefault(arg.value, set()).add(via)
-        elif not (self._params and self._mentions_only_params(arg)):
-            self.dynamic.append(f"line {lineno}: {via}({ast.unparse(arg) if arg else '?'})")
-
-    def _mentions_only_params(self, arg: ast.expr | None) -> bool:
-        if arg is None:
-            return False
-        names = {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
-        return bool(names) and names <= self._params[-1]
-
-    @staticmethod
-    def _is_environ(node: ast.expr) -> bool:
-        return (isinstance(node, ast.Name) and node.id == "environ") or (
-            isinstance(node, ast.Attribute) and node.attr == "environ"
-        )
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        first = node.args[0] if node.args else None
-        if first is None:
-            first = next((k.value for k in node.keywords if k.arg in {"name", "key"}), None)
-        if isinstance(func, ast.Name) and func.id in self.readers | {"getenv"}:
-            self._record(first, func.id, node.lineno)
-        elif isinstance(func, ast.Attribute) and (
-            func.attr == "getenv"
-            or (func.attr in {"get", "pop", "setdefault"} and self._is_environ(func.value))
-        ):
-            self._record(first, ast.unparse(func), node.lineno)
-        self.generic_visit(node)
-
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        if self._is_environ(node.value):
-            self._record(node.slice, "environ[]", node.lineno)
-        self.generic_visit(node)
-
-
-def _settings_reads() -> _EnvReads:
-    env_tree = ast.parse(ENV_PY.read_text(encoding="utf-8"))
-    env_functions = {n.name for n in env_tree.body if isinstance(n, ast.FunctionDef)}
-    assert {"env_str", "env_bool", "env_int", "env_list"} <= env_functions
-    readers = set(env_functions)
-
-    settings_tree = ast.parse(SETTINGS_PY.read_text(encoding="utf-8"))
-    # Wrappers: module functions handing their first parameter to a reader (to a fixed point).
-    functions = [n for n in settings_tree.body if isinstance(n, ast.FunctionDef)]
-    changed = True
-    while changed:
-        changed = False
-        for fn in functions:
-            if fn.name in readers or not fn.args.args:
-                continue
-            param = fn.args.args[0].arg
-            for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
-                if (
-                    isinstance(call.func, ast.Name)
-                    and call.func.id in readers
-                    and call.args
-                    and isinstance(call.args[0], ast.Name)
-                    and call.args[0].id == param
-                ):
-                    readers.add(fn.name)
-                    changed = True
-                    break
-
-    reads = _EnvReads(readers)
-    reads.visit(settings_tree)
-    env_reads = _EnvReads(readers)  # env.py itself reads NAME / NAME_FILE given as parameters
-    env_reads.visit(env_tree)
-    for name, via in env_reads.names.items():
-        reads.names.setdefault(name, set()).update(via)
-    reads.dynamic += [f"env.py {d}" for d in env_reads.dynamic]
-    reads.wrappers = readers - env_functions
-    return reads
 
 
 def _dockerfile() -> list[tuple[str, str]]:
@@ -231,15 +132,15 @@ def _django_env(extra: dict[str, str], var_dir: Path) -> dict[str, str]:
 
 
 def test_settings_reads_only_literal_variable_names() -> None:
-    reads = _settings_reads()
+    reads = settings_reads()
     assert not reads.dynamic, (
         "settings.py reads environment variables whose names are not string literals, so "
         f"this test cannot check docker/.env.example for them: {reads.dynamic}"
     )
 
 
-def test_env_example_lists_every_variable_settings_reads() -> None:
-    read = set(_settings_reads().names)
+def test_env_example_lists_every_variablesettings_reads() -> None:
+    read = set(settings_reads().names)
     assert {"DEBUG", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "ALLOWED_HOSTS"} <= read, (
         f"the settings.py parser found too little: {sorted(read)}"
     )
@@ -267,7 +168,7 @@ def test_env_example_every_variable_once_with_a_comment_line_above() -> None:
 
 def test_env_example_values_are_production_safe() -> None:
     example = _env_example()
-    reads = _settings_reads()
+    reads = settings_reads()
     assert example["DEBUG"] == "false"
     # Names read through a settings.py wrapper such as _required_in_production.
     wrapped = {name for name, via in reads.names.items() if via & reads.wrappers}

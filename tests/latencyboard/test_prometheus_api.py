@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -392,16 +391,6 @@ def test_a_fine_step_over_a_long_range_is_coarsened_to_the_grid(web, scene):
     steps = {b - a for a, b in itertools.pairwise(times)}
     assert min(steps) >= 30 * 86400 / 5000
     assert all(t % min(steps) == 0 for t in times)
-
-
-def test_the_dashboard_and_collector_config_are_linked_from_the_readme():
-    readme = (ROOT / "README.md").read_text()
-    collector = ROOT / "docs" / "otel-collector.yaml"
-
-    assert "docs/grafana/latencyboard-dashboard.json" in readme
-    assert "docs/otel-collector.yaml" in readme
-    assert "otlphttp" in collector.read_text()
-    assert Path(DASHBOARD).exists()
 
 
 def test_the_collector_config_batches_and_exports_over_otlphttp_with_the_token():
