@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from latencyboard.alerts.models import Channel, Rule
-from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import CohortRollup, Rollup
 from latencyboard.sketches.sketch import Sketch
@@ -36,7 +35,7 @@ def make_scene(**rule_fields: object) -> Scene:
     channel = Channel.objects.create(
         team=team,
         name="hook",
-        kind=ChannelKind.WEBHOOK,
+        kind="webhook",
         target="http://127.0.0.1:9/",
         secret=HOOK_SECRET,
     )
