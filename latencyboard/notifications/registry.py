@@ -79,8 +79,9 @@ def target_is_secret(name: str, target: str) -> bool:
 def _discover() -> None:
     for module in pkgutil.iter_modules(kinds_package.__path__):
         declared = importlib.import_module(f"{kinds_package.__name__}.{module.name}").KIND
-        if not isinstance(declared, ChannelKind):
-            raise TypeError(f"{module.name}.KIND is not a ChannelKind")
+        # kinds/slack.py declares "slack": a stored kind names the module that sends it.
+        if not isinstance(declared, ChannelKind) or declared.name != module.name:
+            raise TypeError(f"{module.name}.KIND is not a ChannelKind named {module.name!r}")
         register(declared)
 
 
