@@ -37,8 +37,12 @@ class ChannelAdminForm(forms.ModelForm):
 @admin.register(Channel)
 class ChannelAdmin(admin.ModelAdmin):
     form = ChannelAdminForm
-    list_display = ["name", "team", "kind_label", "target_hint", "secret_hint", "enabled"]
+    list_display = ["name", "team", "kind_shown", "target_hint", "secret_hint", "enabled"]
     list_filter = ["kind", "enabled", "team"]
+
+    @admin.display(description="kind", ordering="kind")
+    def kind_shown(self, channel: Channel) -> str:
+        return channel.kind_label
 
 
 @admin.register(Rule)

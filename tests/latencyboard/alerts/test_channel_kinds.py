@@ -209,3 +209,14 @@ def test_the_api_refuses_a_change_that_keeps_an_unknown_kind_and_says_which_kind
         {"kind": [f"Unknown channel kind 'sms': choose one of {KNOWN}."]},
     )
     assert Channel.objects.get(pk=channel.pk).name == "hook"
+
+
+def test_the_admin_lists_and_opens_a_channel_of_an_unknown_kind(admin_client):
+    scene = make_scene()
+    channel = unknown_kind_channel(scene)
+
+    listed = admin_client.get("/admin/alerts/channel/")
+    opened = admin_client.get(f"/admin/alerts/channel/{channel.pk}/change/")
+
+    assert (listed.status_code, opened.status_code) == (200, 200)
+    assert "unknown kind “sms”" in listed.content.decode()
