@@ -16,9 +16,11 @@ from latencyboard.alerts.models import (
     Rule,
     Silence,
 )
+from latencyboard.notifications import registry
 
 
 class ChannelAdminForm(forms.ModelForm):
+    kind = forms.ChoiceField(choices=registry.choices)
     # Never rendered back: left empty, the stored secret is kept.
     secret = forms.CharField(
         required=False, widget=forms.PasswordInput(render_value=False), strip=True
@@ -35,8 +37,12 @@ class ChannelAdminForm(forms.ModelForm):
 @admin.register(Channel)
 class ChannelAdmin(admin.ModelAdmin):
     form = ChannelAdminForm
-    list_display = ["name", "team", "kind", "target_hint", "secret_hint", "enabled"]
+    list_display = ["name", "team", "kind_shown", "target_hint", "secret_hint", "enabled"]
     list_filter = ["kind", "enabled", "team"]
+
+    @admin.display(description="kind", ordering="kind")
+    def kind_shown(self, channel: Channel) -> str:
+        return channel.kind_label
 
 
 @admin.register(Rule)

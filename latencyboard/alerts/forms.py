@@ -7,7 +7,7 @@ from django.contrib.auth.models import AnonymousUser, User
 
 from latencyboard.alerts.channels import check_channel
 from latencyboard.alerts.models import RULE_SETTINGS, Channel, Rule
-from latencyboard.notifications.message import ChannelKind
+from latencyboard.notifications import registry
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.sla.forms import stage_label
 from latencyboard.teams.models import Role
@@ -29,17 +29,17 @@ class NoteForm(forms.Form):
 
 class ChannelForm(forms.ModelForm):
     """The secret is never rendered back; left empty on an edit, the stored one stays (a new
-    webhook channel gets a generated signing key, ``generated_secret``, shown once). So is a
-    Slack webhook URL, a secret too."""
+    channel of a kind that makes its secret gets one, ``generated_secret``, shown once). So
+    is a target that is itself a credential (a Slack webhook URL)."""
 
     generated_secret = ""
 
+    # The kinds registered when the form is shown, not when this module was imported.
+    kind = forms.ChoiceField(choices=registry.choices)
     secret = forms.CharField(
         required=False,
         max_length=500,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Webhook signing key (whsec_…), PagerDuty routing key… Left empty: unchanged"
-        " (a new webhook channel gets a generated key, shown once).",
     )
 
     class Meta:
@@ -49,7 +49,14 @@ class ChannelForm(forms.ModelForm):
     def __init__(self, *args: Any, user: User | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams_of(user, Role.ADMIN)  # type: ignore[attr-defined]
-        if self.instance.pk and self.instance.kind == ChannelKind.SLACK:
+        secrets = [f"{kind.label}: {kind.asks_for}" for kind in registry.kinds() if kind.asks_for]
+        self.fields["secret"].help_text = "; ".join(secrets) + ". Left empty: unchanged."
+        if self.instance.pk and registry.find(self.instance.kind) is None:
+            self.fields["kind"].help_text = (
+                f"Now {self.instance.kind_label}, which this server cannot send: choose a kind,"
+                " with its target and secret."
+            )
+        if self.instance.pk and self.instance.target_is_secret:
             self.initial["target"] = ""
             self.fields["target"].required = False
             self.fields[
@@ -58,7 +65,7 @@ class ChannelForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = self.cleaned_data
-        if not data.get("target") and self.instance.kind == ChannelKind.SLACK:
+        if not data.get("target") and self.instance.pk and self.instance.target_is_secret:
             data["target"] = self.instance.target
         return clean_channel(self, self.instance)
 

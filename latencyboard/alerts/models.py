@@ -12,9 +12,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from latencyboard.notifications import slack
-from latencyboard.notifications.delivery import mask
-from latencyboard.notifications.message import ChannelKind
+from latencyboard.notifications import registry
+from latencyboard.notifications.targets import mask
 from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Role, Team
@@ -52,9 +51,6 @@ class Baseline(models.Model):
         return f"{self.pipeline} {self.stage or END_TO_END} baseline (n={self.n})"
 
 
-CHANNEL_KINDS = [(kind.value, kind.label) for kind in ChannelKind]
-
-
 class ChannelQuerySet(models.QuerySet["Channel"]):
     def visible_to(self, user: User | AnonymousUser, *roles: Role) -> ChannelQuerySet:
         """The channels of ``user``'s teams, by the rule of ``Pipeline.objects.visible_to``."""
@@ -62,12 +58,16 @@ class ChannelQuerySet(models.QuerySet["Channel"]):
 
 
 class Channel(models.Model):
-    """Where a team's notifications go. ``secret`` (a signing key, PagerDuty routing key…)
-    stays on the server: pages and the API show at most its last characters."""
+    """Where a team's notifications go. ``kind`` names a kind of
+    :mod:`latencyboard.notifications.registry`, which says what ``target`` and ``secret``
+    mean; it is checked where a channel is written (form, API, admin), so a new kind needs
+    no migration, and a stored kind no module declares any more is shown and fails as
+    unknown. ``secret`` (a signing key, PagerDuty routing key…) stays on the server: pages
+    and the API show at most its last characters."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="alert_channels")
     name = models.CharField(max_length=100)
-    kind = models.CharField(max_length=16, choices=CHANNEL_KINDS)
+    kind = models.CharField(max_length=registry.NAME_LIMIT)
     target = models.CharField(max_length=500, help_text="URL, or an email address for email.")
     secret = models.CharField(max_length=500, blank=True)
     enabled = models.BooleanField(default=True)
@@ -79,25 +79,33 @@ class Channel(models.Model):
         ordering = ["team", "name", "id"]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.get_kind_display()})"
+        return f"{self.name} ({self.kind_label})"
+
+    @property
+    def kind_label(self) -> str:
+        return registry.label(self.kind)
 
     @property
     def secret_hint(self) -> str:
-        """The secret as pages may show it (see ``notifications.delivery.mask``)."""
-        return mask(self.secret)
+        """The secret as pages may show it, masked as its kind says."""
+        kind = registry.find(self.kind)
+        return kind.secret_hint(self.secret) if kind else mask(self.secret)
+
+    @property
+    def target_is_secret(self) -> bool:
+        return registry.target_is_secret(self.kind, self.target)
 
     @property
     def target_hint(self) -> str:
-        """The target as pages may show it to the team's admins: a Slack webhook URL is
-        itself a secret, whatever kind of channel holds it."""
-        secret = self.kind == ChannelKind.SLACK or slack.is_webhook_url(self.target)
-        return mask(self.target) if secret else self.target
+        """The target as pages may show it to the team's admins: a credential (a Slack
+        webhook URL, whatever kind of channel holds it) masked."""
+        return mask(self.target) if self.target_is_secret else self.target
 
     @property
     def target_masked(self) -> str:
-        """The target as pages may show it to other members: any URL may carry a token in its
-        path or query, so only its scheme, host and last characters are shown."""
-        return self.target if self.kind == ChannelKind.EMAIL else mask(self.target)
+        """The target as pages may show it to other members, masked as its kind says."""
+        kind = registry.find(self.kind)
+        return kind.members_target(self.target) if kind else mask(self.target)
 
 
 class Severity(models.TextChoices):

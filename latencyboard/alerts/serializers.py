@@ -15,6 +15,7 @@ from latencyboard.alerts.models import (
     Incident,
     Rule,
 )
+from latencyboard.notifications import registry
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.teams.models import Role
 
@@ -159,6 +160,8 @@ class ChannelSerializer(serializers.ModelSerializer[Channel]):
         # Teams the user does not administer answer as if they did not exist.
         fields = super().get_fields()
         fields["team"].queryset = self.context["admin_teams"]  # type: ignore[attr-defined]
+        # The kinds registered now, not when this module was imported.
+        fields["kind"] = serializers.ChoiceField(choices=registry.choices())
         return fields
 
     def to_representation(self, instance: Channel) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from latencyboard.alerts.links import alert_links
 from latencyboard.alerts.models import Alert, Delivery
 from latencyboard.alerts.rule_reach import rule_reach
 from latencyboard.fairness.heavy_reads import heavy_read
+from latencyboard.notifications import registry
 from latencyboard.teams.issued import keep_once, take_once
 from latencyboard.teams.queries import has_role
 
@@ -188,7 +189,12 @@ def _edit(
         verb = "created" if instance is None else "changed"
         services.record_setting(request, saved, verb, form.cleaned_data, before)
         if isinstance(form, ChannelForm) and form.generated_secret:
-            issued = {"name": saved.name, "target": saved.target, "secret": form.generated_secret}
+            issued = {
+                "name": saved.name,
+                "target": saved.target,
+                "secret": form.generated_secret,
+                "use": registry.kind_named(saved.kind).issued_note,
+            }
             keep_once(request, "channel_secret", issued)
         messages.success(request, f"Saved {what} “{saved}”.")
         return redirect("alerts:settings")

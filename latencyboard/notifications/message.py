@@ -1,46 +1,14 @@
-"""What every receiver kind shares: the kinds themselves and one HTTP message to send."""
+"""What every kind of channel shares: one HTTP message to send, the words that mark a test."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import orjson
 
 from latencyboard.notifications.notice import Action, Notice, Severity
-
-
-class ChannelKind(StrEnum):
-    """Where a channel sends its notices; ``target`` and ``secret`` mean per kind:
-
-    - webhook: target = URL, secret = ``whsec_<base64>`` signing key (Standard Webhooks);
-    - slack: target = the incoming-webhook URL (itself a secret: show it masked), no secret;
-    - pagerduty: target = the Events API v2 enqueue URL, secret = the integration routing key;
-    - alertmanager: target = URL, secret optional, sent as ``Authorization: Bearer``;
-    - email: target = comma-separated recipients, no secret.
-    """
-
-    WEBHOOK = "webhook"
-    SLACK = "slack"
-    PAGERDUTY = "pagerduty"
-    ALERTMANAGER = "alertmanager"
-    EMAIL = "email"
-
-    @property
-    def label(self) -> str:
-        """What a person picking a channel kind reads."""
-        return KIND_LABELS[self]
-
-
-KIND_LABELS = {
-    ChannelKind.WEBHOOK: "Webhook (signed)",
-    ChannelKind.SLACK: "Slack",
-    ChannelKind.PAGERDUTY: "PagerDuty",
-    ChannelKind.ALERTMANAGER: "Alertmanager",
-    ChannelKind.EMAIL: "Email",
-}
 
 
 @dataclass(frozen=True, slots=True)

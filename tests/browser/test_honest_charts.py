@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from audits import services as audit_services
 from latencyboard.alerts.models import Channel
-from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.sla.models import SlaMinute
 from latencyboard.teams.models import Membership, Role, Team
@@ -174,7 +173,7 @@ def pages_of(demo: Any, admin: Any, llm_team: Team) -> dict[str, str]:  # noqa: 
     channel = Channel.objects.create(
         team=demo.team,
         name="on-call hook",
-        kind=ChannelKind.WEBHOOK,
+        kind="webhook",
         target="https://hooks.example.com/latencyboard/on-call",
     )
     report = audit_services.request_report(None, demo.team, 2026, 3, None, admin, timezone.now())

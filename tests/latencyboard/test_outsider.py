@@ -40,7 +40,7 @@ from django.utils import timezone
 from rest_framework.views import APIView
 
 from audits.models import Report, ReportFile, ReportStatus
-from latencyboard.alerts.models import Alert, AlertStatus, Channel, ChannelKind, Rule
+from latencyboard.alerts.models import Alert, AlertStatus, Channel, Rule
 from latencyboard.apitokens.models import ApiToken, Scope
 from latencyboard.apitokens.services import issue_api_token
 from latencyboard.live.groups import pipeline_group, team_group
@@ -232,7 +232,7 @@ def secret() -> Secret:
     channel = Channel.objects.create(
         team=team,
         name="alpha-hidden-channel-5521",
-        kind=ChannelKind.WEBHOOK,
+        kind="webhook",
         target="http://127.0.0.1:9/alpha-hidden-hook-5521",
     )
     rule = Rule.objects.create(pipeline=pipeline, name="alpha-hidden-rule-5521")

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from latencyboard.alerts.models import Channel, Rule
-from latencyboard.notifications.message import ChannelKind
+from latencyboard.alerts.models import Alert, AlertStatus, Channel, Delivery, Rule
+from latencyboard.alerts.services import record_event
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.models import CohortRollup, Rollup
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.teams.models import Team
-from tests.factories import make_team
+from tests.factories import incident_for, make_team
 
 NOW = dt.datetime(2026, 3, 10, 12, 0, 30, tzinfo=dt.UTC)
 MINUTE = dt.timedelta(minutes=1)
@@ -36,7 +36,7 @@ def make_scene(**rule_fields: object) -> Scene:
     channel = Channel.objects.create(
         team=team,
         name="hook",
-        kind=ChannelKind.WEBHOOK,
+        kind="webhook",
         target="http://127.0.0.1:9/",
         secret=HOOK_SECRET,
     )
@@ -44,6 +44,22 @@ def make_scene(**rule_fields: object) -> Scene:
     rule.stages.add(stage)
     rule.channels.add(channel)
     return Scene(team, pipeline, stage, rule, channel)
+
+
+def queued(scene: Scene, at: dt.datetime = NOW) -> Delivery:
+    """An alert of the scene's rule fires ``at``: its channel gets a delivery."""
+    alert = Alert.objects.create(
+        rule=scene.rule,
+        pipeline=scene.pipeline,
+        stage=scene.stage,
+        incident=incident_for(scene.pipeline, AlertStatus.FIRING, at),
+        dedup_key="k-1",
+        status=AlertStatus.FIRING,
+        summary="fraud-scorer · model_forward: p99 20.0 → 30.0 ms (+50%)",
+        started_at=at,
+    )
+    record_event(alert, "", AlertStatus.FIRING, at, note="fired")
+    return Delivery.objects.get()
 
 
 def put_rollup(

@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from latencyboard.alerts.models import Alert, AlertStatus, Channel, Rule
 from latencyboard.alerts.services import record_event
-from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Team
 from tests.factories import incident_for, make_team
@@ -55,7 +54,7 @@ def _fire(team: Team, targets: list[str]) -> None:
             Channel.objects.create(
                 team=team,
                 name=f"hook {n}",
-                kind=ChannelKind.WEBHOOK,
+                kind="webhook",
                 target=target,
                 secret=HOOK_SECRET,
             )

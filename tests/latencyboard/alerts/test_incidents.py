@@ -17,7 +17,6 @@ from latencyboard.alerts.lifecycle import Outcome
 from latencyboard.alerts.models import Alert, Channel, Delivery, Incident, Rule
 from latencyboard.alerts.services import advance
 from latencyboard.db import conninfo
-from latencyboard.notifications.message import ChannelKind
 from latencyboard.pipelines.models import Pipeline, Stage
 from tests.factories import make_requests, make_team
 from tests.latencyboard.alerts.scenes import (
@@ -134,7 +133,7 @@ def test_a_second_rule_joining_an_incident_tells_only_its_channels_that_were_not
     scene = make_scene()
     sim = Simulation(scene)
     slack = Channel.objects.create(
-        team=scene.team, name="slack", kind=ChannelKind.SLACK, target="http://127.0.0.1:9/s"
+        team=scene.team, name="slack", kind="slack", target="http://127.0.0.1:9/s"
     )
     other = Rule.objects.create(pipeline=scene.pipeline, name="end to end")
     other.channels.add(slack, scene.channel)

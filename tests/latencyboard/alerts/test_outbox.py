@@ -18,7 +18,7 @@ from latencyboard.notifications.notice import Action, Attempt, Notice, Verdict
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Role
 from tests.factories import incident_for, make_user
-from tests.latencyboard.alerts.scenes import HOOK_SECRET, NOW, Scene, make_scene
+from tests.latencyboard.alerts.scenes import HOOK_SECRET, NOW, make_scene, queued
 from tests.latencyboard.notifications.receiver import Receiver
 
 pytestmark = pytest.mark.django_db
@@ -42,21 +42,6 @@ class Scripted:
     def __call__(self, kind: str, target: str, secret: str, notice: Notice, timeout: float):
         self.calls.append((kind, target, secret, notice, timeout))
         return self.answers.pop(0)
-
-
-def queued(scene: Scene, at: dt.datetime = NOW) -> Delivery:
-    alert = Alert.objects.create(
-        rule=scene.rule,
-        pipeline=scene.pipeline,
-        stage=scene.stage,
-        incident=incident_for(scene.pipeline, AlertStatus.FIRING, at),
-        dedup_key="k-1",
-        status=AlertStatus.FIRING,
-        summary="fraud-scorer · model_forward: p99 20.0 → 30.0 ms (+50%)",
-        started_at=at,
-    )
-    record_event(alert, "", AlertStatus.FIRING, at, note="fired")
-    return Delivery.objects.get()
 
 
 RETRY_503 = Attempt(Verdict.RETRY, 503, "503 Service Unavailable")

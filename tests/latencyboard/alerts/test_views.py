@@ -10,7 +10,7 @@ from standardwebhooks import Webhook
 
 from latencyboard.alerts.models import Channel, Delivery, Rule
 from latencyboard.alerts.outbox import send_due
-from latencyboard.notifications import webhook
+from latencyboard.notifications.kinds import webhook
 from latencyboard.teams.models import Role
 from tests.factories import make_team, make_user
 from tests.latencyboard.alerts.scenes import HOOK_SECRET, make_scene

@@ -4,7 +4,7 @@ import datetime as dt
 
 import orjson
 
-from latencyboard.notifications import alertmanager
+from latencyboard.notifications.kinds import alertmanager
 from latencyboard.notifications.notice import Action
 from tests.latencyboard.notifications.samples import AT, notice
 

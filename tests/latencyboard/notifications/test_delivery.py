@@ -284,10 +284,15 @@ def test_alertmanager_gets_the_bearer_token(receiver: Receiver) -> None:
     assert orjson.loads(request.body)["status"] == "resolved"
 
 
-def test_an_unknown_kind_fails(receiver: Receiver) -> None:
+def test_an_unknown_kind_fails_and_is_sent_in_no_other_kinds_format(receiver: Receiver) -> None:
     attempt = deliver("carrier-pigeon", receiver.url, "", notice())
 
-    assert attempt == Attempt(Verdict.FAILED, None, "unknown channel kind 'carrier-pigeon'")
+    assert attempt == Attempt(
+        Verdict.FAILED,
+        None,
+        "unknown channel kind 'carrier-pigeon': choose one of alertmanager, email, pagerduty,"
+        " slack, webhook",
+    )
     assert receiver.requests == []
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from latencyboard.notifications import pagerduty
+from latencyboard.notifications.kinds import pagerduty
 from latencyboard.notifications.notice import Action, Severity
 from tests.latencyboard.notifications.samples import notice
 

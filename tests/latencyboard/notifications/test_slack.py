@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import orjson
 
-from latencyboard.notifications import slack
+from latencyboard.notifications.kinds import slack
 from latencyboard.notifications.notice import Action
 from tests.latencyboard.notifications.samples import notice
 

@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 from standardwebhooks import Webhook
 
-from latencyboard.notifications import webhook
+from latencyboard.notifications.kinds import webhook
 from latencyboard.notifications.notice import Action
 from tests.latencyboard.notifications.samples import AT, NOTICE, notice
 

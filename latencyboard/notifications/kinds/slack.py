@@ -1,5 +1,8 @@
 """A Slack incoming-webhook message: Block Kit, with a plain ``text`` fallback.
 
+The target is the incoming-webhook URL, itself a credential: shown masked even to the team's
+admins, wherever it is kept. No secret.
+
 Slack shows ``text`` in notifications and where blocks cannot render. Limits from Slack's
 Block Kit reference: header text ≤ 150 characters, section text ≤ 3000, at most 10 section
 fields of ≤ 2000 each; user text in mrkdwn escapes ``&``, ``<`` and ``>``.
@@ -7,8 +10,9 @@ fields of ≤ 2000 each; user text in mrkdwn escapes ``&``, ``<`` and ``>``.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import datetime as dt
 
+from latencyboard.notifications.kind import HttpKind
 from latencyboard.notifications.message import (
     TEST_MARK,
     HttpMessage,
@@ -18,6 +22,7 @@ from latencyboard.notifications.message import (
     where,
 )
 from latencyboard.notifications.notice import Action, Notice
+from latencyboard.notifications.targets import url_host
 
 WEBHOOK_HOST = "hooks.slack.com"
 HEADER_LIMIT = 150
@@ -114,9 +119,17 @@ def render(notice: Notice) -> HttpMessage:
     return json_message(document(notice))
 
 
-def is_webhook_url(target: str) -> bool:
-    """Whether ``target`` is a Slack incoming-webhook URL, whose path is its credential."""
-    try:
-        return urlsplit(target).hostname == WEBHOOK_HOST
-    except ValueError:
-        return False
+class Slack(HttpKind):
+    name = "slack"
+    label = "Slack"
+    target_is_secret = True
+
+    def holds_own_credential(self, target: str) -> bool:
+        """A Slack incoming-webhook URL, whose path is its credential."""
+        return url_host(target) == WEBHOOK_HOST
+
+    def render(self, notice: Notice, secret: str, now: dt.datetime) -> HttpMessage:
+        return render(notice)
+
+
+KIND = Slack()

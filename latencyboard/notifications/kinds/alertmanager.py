@@ -4,12 +4,15 @@ Receivers written for Alertmanager (ticket bridges, chat relays, custom routers)
 as it is. Alertmanager has no acknowledge: an acknowledged alert stays ``firing`` with an
 ``acknowledged_by`` annotation. A firing alert's ``endsAt`` is Go's zero time, as
 Alertmanager itself sends it; a "send test" is a firing alert labelled ``test="true"``.
+The target is the receiver's URL; the secret, optional, is sent as ``Authorization: Bearer``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 
+from latencyboard.notifications.kind import HttpKind
 from latencyboard.notifications.message import (
     HttpMessage,
     is_test,
@@ -86,3 +89,15 @@ def document(notice: Notice) -> dict[str, object]:
 def render(notice: Notice, bearer_token: str = "") -> HttpMessage:
     headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else {}
     return json_message(document(notice), headers)
+
+
+class Alertmanager(HttpKind):
+    name = "alertmanager"
+    label = "Alertmanager"
+    asks_for = "bearer token (optional)"
+
+    def render(self, notice: Notice, secret: str, now: dt.datetime) -> HttpMessage:
+        return render(notice, secret)
+
+
+KIND = Alertmanager()

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from latencyboard.notifications import mail
+from latencyboard.notifications.kinds import email
 from latencyboard.notifications.message import channel_test_notice
 from latencyboard.notifications.notice import Action
 from tests.latencyboard.notifications.samples import AT, notice
 
 
 def test_an_alert_mail_says_what_fired_where_with_the_figures_and_a_link() -> None:
-    rendered = mail.render(notice())
+    rendered = email.render(notice())
 
     assert rendered.subject == (
         "[Firing] model_forward p99 regressed +35% (fraud-scorer / model_forward)"
@@ -30,7 +30,7 @@ def test_an_alert_mail_says_what_fired_where_with_the_figures_and_a_link() -> No
 
 
 def test_html_in_user_text_is_escaped_and_the_subject_is_one_line() -> None:
-    rendered = mail.render(notice(title="slow\r\nBcc: everyone", stage="<script>"))
+    rendered = email.render(notice(title="slow\r\nBcc: everyone", stage="<script>"))
 
     assert rendered.subject == "[Firing] slow Bcc: everyone (fraud-scorer / <script>)"
     assert "<script>" not in rendered.html
@@ -38,14 +38,14 @@ def test_html_in_user_text_is_escaped_and_the_subject_is_one_line() -> None:
 
 
 def test_a_resolve_names_who_resolved() -> None:
-    rendered = mail.render(notice(action=Action.RESOLVE, actor="bob"))
+    rendered = email.render(notice(action=Action.RESOLVE, actor="bob"))
 
     assert rendered.subject.startswith("[Resolved] ")
     assert "By: bob\n" in rendered.text
 
 
 def test_the_channel_test_notice_mails_as_a_plain_test() -> None:
-    rendered = mail.render(channel_test_notice("payments", "https://lb.example/channels/3/", AT))
+    rendered = email.render(channel_test_notice("payments", "https://lb.example/channels/3/", AT))
 
     assert rendered.subject == "[TEST] Test notification from latencyboard"
     assert rendered.text.endswith(

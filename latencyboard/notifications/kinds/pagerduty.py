@@ -4,10 +4,14 @@ Every event of an alert carries its stable ``dedup_key``, so PagerDuty folds the
 incident. Field limits from the Events API v2 reference: ``summary`` ≤ 1024 characters,
 ``dedup_key`` ≤ 255; acknowledge and resolve need only the routing key, action and dedup key.
 A "send test" is a trigger of severity ``info`` under its own dedup key, marked [TEST].
+The target is the enqueue URL, the secret the integration's routing key.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+
+from latencyboard.notifications.kind import HttpKind
 from latencyboard.notifications.message import (
     HttpMessage,
     is_test,
@@ -17,7 +21,7 @@ from latencyboard.notifications.message import (
     truncate,
     where,
 )
-from latencyboard.notifications.notice import Action, Notice, Severity
+from latencyboard.notifications.notice import Action, Attempt, Notice, Severity, Verdict
 
 DEFAULT_URL = "https://events.pagerduty.com/v2/enqueue"
 SUMMARY_LIMIT = 1024
@@ -74,3 +78,25 @@ def document(notice: Notice, routing_key: str) -> dict[str, object]:
 
 def render(notice: Notice, routing_key: str) -> HttpMessage:
     return json_message(document(notice, routing_key))
+
+
+class PagerDuty(HttpKind):
+    name = "pagerduty"
+    label = "PagerDuty"
+    asks_for = "integration routing key"
+
+    def secret_problem(self, secret: str) -> str | None:
+        return None if secret else "give the integration's routing key"
+
+    def render(self, notice: Notice, secret: str, now: dt.datetime) -> HttpMessage:
+        return render(notice, secret)
+
+    def send(
+        self, target: str, secret: str, notice: Notice, timeout_s: float, now: dt.datetime
+    ) -> Attempt:
+        if not secret:
+            return Attempt(Verdict.FAILED, None, "no routing key: set the channel's secret")
+        return super().send(target, secret, notice, timeout_s, now)
+
+
+KIND = PagerDuty()

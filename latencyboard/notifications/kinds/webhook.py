@@ -1,9 +1,11 @@
 """A generic webhook, signed as the Standard Webhooks specification says.
 
-The body is ``{"type", "timestamp", "data"}`` with the notice's fields in ``data``. The
-signature is ``v1,`` + base64 HMAC-SHA256 of ``"{webhook-id}.{webhook-timestamp}.{body}"``,
-keyed with the bytes of the ``whsec_<base64>`` secret. ``webhook-id`` is derived from the
-notice, so a retry of one notice carries the same id and a receiver can drop duplicates;
+The target is the receiver's URL, the secret a ``whsec_<base64>`` signing key (generated
+and shown once when a new channel is saved without one). The body is
+``{"type", "timestamp", "data"}`` with the notice's fields in ``data``. The signature is
+``v1,`` + base64 HMAC-SHA256 of ``"{webhook-id}.{webhook-timestamp}.{body}"``, keyed with
+the bytes of the ``whsec_<base64>`` secret. ``webhook-id`` is derived from the notice, so a
+retry of one notice carries the same id and a receiver can drop duplicates;
 ``webhook-timestamp`` is the attempt's own time, as the specification asks.
 """
 
@@ -18,14 +20,12 @@ import secrets
 
 import orjson
 
+from latencyboard.notifications.kind import BadSecretError, HttpKind
 from latencyboard.notifications.message import HttpMessage, is_test, marked_title, rfc3339
 from latencyboard.notifications.notice import Notice
+from latencyboard.notifications.targets import mask
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
-
-
-class BadSecretError(ValueError):
-    pass
 
 
 def new_secret() -> str:
@@ -96,3 +96,32 @@ def render(notice: Notice, secret: str, now: dt.datetime) -> HttpMessage:
         "webhook-signature": sign(key, msg_id, timestamp, body),
     }
     return HttpMessage(headers=headers, body=body)
+
+
+class Webhook(HttpKind):
+    name = "webhook"
+    label = "Webhook (signed)"
+    asks_for = "signing key whsec_… (left empty on a new channel: generated, shown once)"
+    issued_note = (
+        "Every notification to this channel is signed with it as the Standard Webhooks"
+        " specification says (headers webhook-id, webhook-timestamp, webhook-signature)."
+    )
+
+    def secret_problem(self, secret: str) -> str | None:
+        try:
+            secret_key(secret)
+        except BadSecretError as exc:
+            return str(exc)
+        return None
+
+    def new_secret(self) -> str:
+        return new_secret()
+
+    def secret_hint(self, secret: str) -> str:
+        return mask(secret, SECRET_PREFIX)
+
+    def render(self, notice: Notice, secret: str, now: dt.datetime) -> HttpMessage:
+        return render(notice, secret, now)
+
+
+KIND = Webhook()
