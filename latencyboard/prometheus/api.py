@@ -22,9 +22,9 @@ from rest_framework.views import APIView
 from latencyboard import bounds
 from latencyboard.prometheus import errors, evaluation, promql
 from latencyboard.prometheus import series as catalogue
-from latencyboard.rollups.api import OrjsonRenderer
 from latencyboard.rollups.queries import InvalidPercentileQuery
 from latencyboard.web.heavy_reads import HeavyRead
+from latencyboard.web.renderers import OrjsonRenderer
 
 MAX_MATCHERS = 10
 """Most ``match[]`` selectors one series or label request may give."""

@@ -11,11 +11,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from rest_framework.renderers import JSONRenderer
 
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups.api import OrjsonRenderer
 from latencyboard.rollups.models import Resolution, Rollup
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.teams.models import Team
+from latencyboard.web.renderers import OrjsonRenderer
 from tests.factories import make_team, make_user
 
 pytestmark = pytest.mark.django_db
