@@ -56,11 +56,12 @@ def page_calls(pipeline_id: int, objective_id: int, now: dt.datetime) -> dict[st
         window = f"start={iso(end_s - seconds)}&end={iso(end_s)}"
         base = f"/api/pipelines/{pipeline_id}"
         query = f"{window}&step={api_step}&q={QUANTILES}"
-        sla = f"/api/slas/{objective_id}"
         calls[f"percentiles {label}"] = f"{base}/percentiles/?{query}"
         calls[f"stage-breakdown {label}"] = f"{base}/stage-breakdown/?{window}&step={step}"
         calls[f"deployments {label}"] = f"{base}/deployments/?{window}"
-        calls[f"sla attainment {label}"] = f"{sla}/attainment/?{window}&step={step}"
+        calls[f"sla attainment {label}"] = (
+            f"{base}/sla-attainment/?objective={objective_id}&{window}&step={step}"
+        )
         if seconds <= 7 * 86400:
             for key in ("model.version", "cache_hit"):
                 calls[f"attributes {key} {label}"] = (

@@ -303,6 +303,8 @@ SPECTACULAR_SETTINGS = {
     "six-digit fraction of a second only when there is one (2026-11-24T10:41:00.250000Z); "
     "timestamps sent may carry any offset.",
     "VERSION": "0.1.0",
+    # The pipeline charts share one route: one operation per chart in the schema.
+    "PREPROCESSING_HOOKS": ["latencyboard.dashboards.api.chart_endpoints"],
     # Redoc from the installed sidecar package: the docs work offline and load nothing external.
     "REDOC_DIST": "SIDECAR",
     # Alerts and their deliveries both have a "status": name the two choice sets apart.

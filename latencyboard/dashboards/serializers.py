@@ -13,6 +13,8 @@ from latencyboard.pipelines.mapping import END_TO_END
 from latencyboard.rollups import tails
 from latencyboard.rollups.queries import DEFAULT_QUANTILES
 from latencyboard.series_query import SeriesQuerySerializer, step_help
+from latencyboard.sla.models import Objective
+from latencyboard.sla.serializers import AttainmentQuerySerializer
 
 
 class WindowQuerySerializer(SeriesQuerySerializer):
@@ -65,6 +67,27 @@ class AttributeQuerySerializer(WindowQuerySerializer):
             data = data.copy()
             data.setlist("q", [part for item in data.getlist("q") for part in item.split(",")])
         return super().to_internal_value(data)
+
+
+class ObjectiveAttainmentQuerySerializer(AttainmentQuerySerializer):
+    """The ``objective`` (one of the pipeline's, by id) and its attainment's window and step.
+
+    Needs the ``pipeline`` in its context; validated data hold the objective.
+    """
+
+    objective = serializers.IntegerField(
+        min_value=1, max_value=2**63 - 1, help_text="An SLA objective of this pipeline, by id."
+    )
+
+    def validate_objective(self, value: int) -> Objective:
+        objective: Objective | None = self.context["pipeline"].objectives.filter(pk=value).first()
+        if objective is None:
+            raise serializers.ValidationError("Not an objective of this pipeline.")
+        return objective
+
+    def objective_window(self, attrs: dict[str, Any]) -> str:
+        window: str = attrs["objective"].window
+        return window
 
 
 class _StageSerializer(serializers.Serializer[Any]):

@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from latencyboard.dashboards import queries
+from latencyboard.dashboards import charts, queries
 from latencyboard.dashboards.bottleneck_queries import bottlenecks
 from latencyboard.dashboards.overview_queries import WINDOWS as OVERVIEW_WINDOWS
 from latencyboard.pipelines.derivation import MEASURES
@@ -61,7 +61,6 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
                 "thresholdMs": objective.threshold_ms,
                 "targetPercent": float(objective.target_percent),
                 "window": objective.get_window_display(),
-                "attainmentUrl": reverse("sla-attainment", args=[objective.pk]),
             }
             for objective in page.objectives
         ],
@@ -79,13 +78,13 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
             }
             for incident in page.incidents
         ],
-        "urls": {
-            "percentiles": reverse("api-pipeline-percentiles", args=[pk]),
-            "breakdown": reverse("api-pipeline-stage-breakdown", args=[pk]),
-            "deployments": reverse("api-pipeline-deployments", args=[pk]),
-            "attributes": reverse("api-pipeline-attributes", args=[pk]),
-            "traces": reverse("traces"),
-        },
+        # Every chart's endpoint; those the page draws with their draw functions and the
+        # live events that make it fetch them again.
+        "charts": [
+            {"id": chart.id, "url": chart.url(pk), "draws": chart.draws, "live": chart.live}
+            for chart in charts.CHARTS.values()
+        ],
+        "urls": {"traces": reverse("traces")},
     }
     return render(
         request,
@@ -93,6 +92,7 @@ def pipeline(request: HttpRequest, pipeline_id: int) -> HttpResponse:
         {
             "page": page,
             "config": config,
+            "charts": charts.shown(),
             "windows": WINDOWS,
             "retention_days": settings.RETENTION_DAYS,
             "sampled": retention_queries.sampled_periods(),

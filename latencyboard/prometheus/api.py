@@ -23,7 +23,7 @@ from latencyboard import bounds
 from latencyboard.fairness.heavy_reads import HeavyRead
 from latencyboard.prometheus import errors, evaluation, promql
 from latencyboard.prometheus import series as catalogue
-from latencyboard.rollups.api import OrjsonRenderer
+from latencyboard.renderers import OrjsonRenderer
 from latencyboard.rollups.queries import InvalidPercentileQuery
 
 MAX_MATCHERS = 10

@@ -10,6 +10,7 @@ from typing import Any, Final
 from django.conf import settings
 
 from latencyboard.live.coalescing import Touched
+from latencyboard.live.events import POINTS
 from latencyboard.live.groups import pipeline_group, team_group
 from latencyboard.live.services import publish
 from latencyboard.pipelines.models import Pipeline
@@ -32,7 +33,7 @@ def points_event(touched: Touched) -> dict[str, Any]:
     data = percentile_series_data(live_minutes(touched.pipeline_id, start, end))
     for series in data["series"]:
         del series["summary"]
-    return {"type": "points", **data}
+    return {"type": POINTS, **data}
 
 
 def publish_touched(touched: Sequence[Touched]) -> None:

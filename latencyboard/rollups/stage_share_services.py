@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import transaction
 
 from latencyboard.db import psycopg_cursor
+from latencyboard.live.events import STAGE_SHARES
 from latencyboard.live.services import announce
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import stage_share_minutes
@@ -123,7 +124,7 @@ def compute_stage_shares(
             changed.add(pipeline_id)
         if step.more:
             pending.append((pipeline_id, team_id))
-    announce("stage_shares", changed)
+    announce(STAGE_SHARES, changed)
     _apply_retention(now)
     result = ShareResult(minutes, requests, spans, behind=len(pending))
     logger.info(

@@ -126,9 +126,14 @@ class AttainmentQuerySerializer(SeriesQuerySerializer):
             return super().window_of(attrs, now)
         month = attrs.pop("window", None) is not None
         bounds.given_window(attrs, window=month)  # refuses month with start or end
-        kind = maths.CALENDAR_MONTH if month else self.context["default_window"]
+        kind = maths.CALENDAR_MONTH if month else self.objective_window(attrs)
         period = maths.objective_window(kind, now)
         return period.start, period.end
+
+    def objective_window(self, attrs: dict[str, Any]) -> str:
+        """The objective's window kind, read when the request names no window."""
+        window: str = self.context["default_window"]
+        return window
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)

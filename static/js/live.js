@@ -6,8 +6,8 @@
 //   live.addEventListener("resync", () => refetchEverything());      // after a reconnect
 //
 // Event types from the server: "points" (a pipeline's touched minutes, in the percentiles
-// API's series shape), "stage_shares" and "deployments" (fetch that panel again), "rollup"
-// (overview: pipelines with new figures). "status" carries "live", "reconnecting" or
+// API's series shape), "stage_shares" (fetch that panel again), "rollup" (overview: pipelines
+// with new figures). "status" carries "live", "reconnecting" or
 // "offline"; an element with data-live-status shows it.
 (function () {
   "use strict";

@@ -109,9 +109,11 @@ PATH_OBJECTS: dict[str, Callable[[Secret], str]] = {
     "report_id": lambda a: str(a.report_file.report_id),
     "file_name": lambda a: a.report_file.name,
     "label_name": lambda a: "pipeline",  # a Prometheus label, not an object: no 404
+    # A chart of the pipeline page, not an object; test_charts.py walks every one.
+    "chart": lambda a: "percentiles",
 }
 # Path parameters that name no object of A, so a route with only these answers as usual.
-NOT_OBJECTS = {"label_name"}
+NOT_OBJECTS = {"label_name", "chart"}
 
 
 def query_naming(a: Secret) -> dict[str, str]:

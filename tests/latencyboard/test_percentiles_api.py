@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from rest_framework.renderers import JSONRenderer
 
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups.api import OrjsonRenderer
+from latencyboard.renderers import OrjsonRenderer
 from latencyboard.rollups.models import Resolution, Rollup
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch, merge_many

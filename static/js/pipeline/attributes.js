@@ -9,6 +9,7 @@
   const chart = el("chart-attributes");
   let body = null;
   let attribute = null;
+  let url = null;
 
   function describe() {
     const note = el("attribute-note");
@@ -76,7 +77,7 @@
     };
     if (attribute) query.key = attribute;
     try {
-      const answer = await C.getJson(cfg.urls.attributes, query);
+      const answer = await C.getJson(url, query);
       if (!page.current(mine)) return;
       body = answer;
       attribute = body.key || null;
@@ -98,5 +99,8 @@
     refresh(page.range, page.generation);
   });
 
-  page.panels.push({ refresh, redraw: draw });
+  page.draw("attributes", (chart) => {
+    url = chart.url;
+    return { refresh, redraw: draw };
+  });
 })();

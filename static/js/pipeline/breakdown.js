@@ -18,6 +18,7 @@
   let deployments = [];
   let cohort = "all";
   let counting = "work";
+  let url = null;
   // The API's fields and the words of each way of counting.
   const COUNTINGS = {
     work: {
@@ -149,7 +150,7 @@
 
   async function refresh(range, mine) {
     try {
-      const answer = await C.getJson(cfg.urls.breakdown, {
+      const answer = await C.getJson(url, {
         start: range.start, end: range.end, step: String(range.step),
       });
       const markers = await page.deployments;
@@ -181,7 +182,9 @@
     if (body) drawShares();
   });
 
-  const again = () => refresh(page.range, page.generation);
-  // The percentile and the log scale change nothing here; new shares and deployments do.
-  page.panels.push({ refresh, redraw() {}, on: { stage_shares: again, deployments: again, resync: again } });
+  // The percentile and the log scale change nothing here.
+  page.draw("breakdown", (chart) => {
+    url = chart.url;
+    return { refresh, redraw() {} };
+  });
 })();

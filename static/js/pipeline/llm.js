@@ -11,7 +11,7 @@
   const page = window.LB.pipeline;
   const { C, cfg, el } = page;
   const table = el("llm-figures");
-  if (!table) return;
+  let url = null;
   const QUANTILES = [
     { q: 0.5, key: "p50" },
     { q: 0.9, key: "p90" },
@@ -71,7 +71,7 @@
 
   async function refresh(range, mine) {
     try {
-      const body = await C.getJson(cfg.urls.percentiles, {
+      const body = await C.getJson(url, {
         stages: cfg.llm.map((m) => m.id).join(","),
         start: range.start,
         end: range.end,
@@ -84,5 +84,10 @@
     }
   }
 
-  page.panels.push({ refresh, redraw() {}, on: { points: () => refresh(page.range, page.generation) } });
+  // Only an LLM pipeline's page has the table.
+  page.draw("llm", (chart) => {
+    if (!table) return null;
+    url = chart.url;
+    return { refresh, redraw() {} };
+  });
 })();

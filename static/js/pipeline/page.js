@@ -1,12 +1,16 @@
-/* The pipeline page: one window and percentile picked at the top, and panels that each
- * refresh(range) from the API (pipeline/*.js, loaded after this file, register themselves).
+/* The pipeline page: one window and percentile picked at the top, and a panel per draw
+ * function of each chart the server declares (latencyboard.dashboards.charts), in its order.
+ * pipeline/<name>.js, loaded after this file, registers the draw function <name>:
+ *
+ *   page.draw("name", (chart) => panel)   // chart: { id, url, draws, live }; null: not here
  *
  * A panel is { refresh(range, generation), redraw(), on: { eventType: handler } }: a window
- * change refreshes every panel, a percentile or scale change redraws them, and each live event
- * of the pipeline (live.js: "points", "stage_shares", "deployments", and "resync" after a
- * reconnect) goes to the panels that handle it, and to no other.
+ * change refreshes every panel and a percentile or scale change redraws them. Each live event
+ * of the pipeline (live.js) goes to the panels of the charts that declare it, and "resync"
+ * (after a reconnect) to every panel of a chart that declares one: to the panel's handler of
+ * that event, else to its refresh. A chart's draw function that is not registered is an error.
  *
- * The page's config (ids, stages, objectives, API URLs) is JSON in #pipeline-config. Every data
+ * The page's config (ids, stages, objectives, charts) is JSON in #pipeline-config. Every data
  * call asks for the same [start, end): the window laid on whole steps of an epoch-anchored grid,
  * as the APIs lay their buckets, so every chart's buckets line up. The window and percentile
  * live in the URL (?window=7d&percentile=p99), pushed to the history so Back returns to the
@@ -40,6 +44,7 @@
   }
 
   const rootStages = new Set(cfg.rootStageIds);
+  const deploymentsUrl = cfg.charts.find((chart) => chart.id === "deployments").url;
   const page = {
     C,
     cfg,
@@ -47,6 +52,7 @@
     state: { ...choiceOf(window.location.search), log: true },
     colors: C.stageColors(cfg.stages, cfg.endToEnd),
     panels: [],
+    draws: {},
     range: null,
     generation: 0, // answers of a window the user has since left are dropped
     deployments: Promise.resolve([]),
@@ -102,6 +108,11 @@
     failed(chart, error) {
       if (chart) C.message(chart, `Could not load this chart: ${error.message}`);
     },
+
+    /** Register the draw function `name`: `make(chart)` gives the chart's panel. */
+    draw(name, make) {
+      page.draws[name] = make;
+    },
   };
   window.LB.pipeline = page;
 
@@ -150,7 +161,7 @@
   }
 
   function fetchDeployments(range) {
-    page.deployments = C.getJson(cfg.urls.deployments, { start: range.start, end: range.end })
+    page.deployments = C.getJson(deploymentsUrl, { start: range.start, end: range.end })
       .then((body) => body.markers)
       .catch(() => []);
   }
@@ -186,19 +197,33 @@
     describeRange(range);
   }
 
-  /** Each live event to the panels that handle it, once the first load has drawn them. */
+  /** The panels of every chart the page draws, in the charts' order. */
+  function makePanels() {
+    for (const chart of cfg.charts) {
+      for (const name of chart.draws) {
+        const make = page.draws[name];
+        if (!make) throw new Error(`No draw function "${name}" for the chart "${chart.id}".`);
+        const panel = make(chart);
+        if (panel) page.panels.push({ ...panel, chart });
+      }
+    }
+  }
+
+  /** Each live event to the panels of the charts that follow it, once the first load has
+   * drawn them. */
   function followLive() {
     if (!window.LatencyboardLive) return;
     const live = window.LatencyboardLive.connect(`/ws/live/pipelines/${cfg.pipeline.id}/`);
-    const types = new Set(page.panels.flatMap((panel) => Object.keys(panel.on || {})));
+    const follows = (panel, type) => (type === "resync" ? panel.chart.live.length > 0 : panel.chart.live.includes(type));
+    const types = new Set(page.panels.flatMap((panel) => panel.chart.live));
+    if (types.size) types.add("resync");
     for (const type of types) {
       live.addEventListener(type, (event) => {
         if (!page.range) return;
         if (type === "points" || type === "resync") advance();
-        if (type === "deployments") fetchDeployments(page.range);
-        for (const panel of page.panels) {
-          const handler = (panel.on || {})[type];
-          if (handler) Promise.resolve(handler(event.detail)).catch((error) => console.warn("live", type, error));
+        for (const panel of page.panels.filter((p) => follows(p, type))) {
+          const handler = (panel.on || {})[type] || (() => panel.refresh(page.range, page.generation));
+          Promise.resolve(handler(event.detail)).catch((error) => console.warn("live", type, error));
         }
       });
     }
@@ -258,8 +283,9 @@
     else redraw();
   });
 
-  // The panels' scripts run after this one; the page starts once they have registered.
+  // The draw functions' scripts run after this one; the page starts once they have registered.
   document.addEventListener("DOMContentLoaded", () => {
+    makePanels();
     for (const chart of document.querySelectorAll(".chart[id^='chart-']")) C.message(chart, "Loading…");
     syncButtons();
     refresh();

@@ -11,6 +11,7 @@
   let body = null;
   let deployments = [];
   let drawnWindow = null;
+  let url = null;
   const CATCH_UP_SLACK_MS = 5 * 60 * 1000;
   const SLO_COLOR = "#b42318";
 
@@ -192,7 +193,7 @@
 
   function fetchSeries(start, end, step) {
     const [count, unit] = page.stepParts(step);
-    return C.getJson(cfg.urls.percentiles, {
+    return C.getJson(url, {
       start, end, step: `${count}${unit}`, q: cfg.percentiles.map((p) => p.q).join(","),
     });
   }
@@ -284,13 +285,8 @@
     }
   }
 
-  page.panels.push({
-    refresh,
-    redraw: draw,
-    on: {
-      points: (event) => live(event),
-      resync: catchUp,
-      deployments: () => refresh(page.range, page.generation),
-    },
+  page.draw("percentiles", (chart) => {
+    url = chart.url;
+    return { refresh, redraw: draw, on: { points: (event) => live(event), resync: catchUp } };
   });
 })();

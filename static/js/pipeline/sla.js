@@ -12,6 +12,7 @@
   const MAX_STEPS = 10000;
   const LIVE_REDRAW_MS = 10000;
   let objectiveId = (cfg.objectives.find((o) => o.stage === null) || cfg.objectives[0] || {}).id;
+  let url = null;
 
   function drawFigures(objective, body) {
     const panel = el("budget");
@@ -59,8 +60,8 @@
     const from = Date.parse(body.window.start);
     const minutes = (Date.parse(body.window.end) - from) / 60000;
     const step = Math.max(range.step, Math.ceil(minutes / MAX_STEPS) * 60);
-    const period = await C.getJson(objective.attainmentUrl, {
-      start: body.window.start, end: body.window.end, step: String(step),
+    const period = await C.getJson(url, {
+      objective: objective.id, start: body.window.start, end: body.window.end, step: String(step),
     });
     const start = Date.parse(range.start);
     return period.burn_down.filter((p) => p.remaining_percent !== null && Date.parse(p.at) >= start);
@@ -81,8 +82,8 @@
     const objective = cfg.objectives.find((o) => o.id === objectiveId);
     if (!objective || !chart) return;
     try {
-      const body = await C.getJson(objective.attainmentUrl, {
-        start: range.start, end: range.end, step: String(range.step),
+      const body = await C.getJson(url, {
+        objective: objective.id, start: range.start, end: range.end, step: String(range.step),
       });
       const budget = body.summary.remaining_percent === null ? [] : await periodBudget(objective, body, range);
       if (!page.current(mine)) return;
@@ -112,7 +113,8 @@
   }
 
   // The percentile and the log scale change nothing here.
-  page.panels.push({
-    refresh, redraw() {}, on: { points: later, resync: () => refresh(page.range, page.generation) },
+  page.draw("sla", (chart) => {
+    url = chart.url;
+    return { refresh, redraw() {}, on: { points: later } };
   });
 })();
