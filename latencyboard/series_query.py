@@ -120,7 +120,7 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
         if buckets * max(series, 1) <= self.max_points:
             return
         per_series = max(self.max_points // max(series, 1) - 1, 1)
-        fits = series_syntax.fitting_step((end - start) / dt.timedelta(seconds=1) / per_series)
+        fits = series_syntax.fitting_step((end - start) / windows.SECOND / per_series)
         raise serializers.ValidationError(
             {
                 "step": [

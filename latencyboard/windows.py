@@ -31,19 +31,26 @@ Resolution = Literal["minute", "hour", "day"]
 RESOLUTIONS: Final[tuple[Resolution, ...]] = ("minute", "hour", "day")
 """Finest first; the values of ``latencyboard.rollups.models.Resolution``."""
 
-RESOLUTION_SECONDS: Final[Mapping[Resolution, int]] = {"minute": 60, "hour": 3600, "day": 86400}
+EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+"""The Unix epoch: what Unix timestamps count from, and where every step grid is anchored."""
+
+SECOND: Final = dt.timedelta(seconds=1)
+MINUTE: Final = dt.timedelta(minutes=1)
+HOUR: Final = dt.timedelta(hours=1)
+DAY: Final = dt.timedelta(days=1)
+_MICROSECOND: Final = dt.timedelta(microseconds=1)
+
+RESOLUTION_SECONDS: Final[Mapping[Resolution, int]] = {
+    "minute": MINUTE // SECOND,
+    "hour": HOUR // SECOND,
+    "day": DAY // SECOND,
+}
 
 MAX_WINDOW: Final = dt.timedelta(days=400)
 """Longest window a query may cover (a year plus a quarter, for year-over-year views)."""
 
 MAX_POINTS: Final = 5000
 """Most step buckets times series one query may return (a chart has no use for more)."""
-
-EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-"""Where every step grid is anchored."""
-_MINUTE: Final = dt.timedelta(minutes=1)
-_HOUR: Final = 3600
-_DAY: Final = 86400
 
 
 @dataclass(frozen=True)
@@ -94,17 +101,35 @@ def check_step(step_seconds: int) -> None:
     """Raise ValueError unless the step nests with every resolution (see the module doc)."""
     if step_seconds <= 0 or step_seconds % 60:
         raise ValueError("The step must be a whole number of minutes.")
-    if step_seconds < _HOUR:
-        fits = _HOUR % step_seconds == 0
-    elif step_seconds < _DAY:
-        fits = step_seconds % _HOUR == 0 and _DAY % step_seconds == 0
+    hour, day = RESOLUTION_SECONDS["hour"], RESOLUTION_SECONDS["day"]
+    if step_seconds < hour:
+        fits = hour % step_seconds == 0
+    elif step_seconds < day:
+        fits = step_seconds % hour == 0 and day % step_seconds == 0
     else:
-        fits = step_seconds % _DAY == 0
+        fits = step_seconds % day == 0
     if not fits:
         raise ValueError(
             "The step must divide an hour (e.g. 5m, 15m), be whole hours dividing a day "
             "(e.g. 1h, 6h) or be whole days (e.g. 1d, 7d)."
         )
+
+
+def duration_ns(duration: dt.timedelta) -> int:
+    """``duration`` in nanoseconds (exact: a timedelta holds whole microseconds)."""
+    return duration // _MICROSECOND * 1000
+
+
+def unix_ns(moment: dt.datetime) -> int:
+    """Nanoseconds from the Unix epoch to aware ``moment``, as OTLP counts time; exact, and
+    negative before 1970."""
+    return duration_ns(moment - EPOCH)
+
+
+def from_unix_ns(ns: int) -> dt.datetime:
+    """The aware UTC moment ``ns`` nanoseconds after the Unix epoch, cut to the whole
+    microsecond at or before it (a datetime's and PostgreSQL's precision)."""
+    return EPOCH + dt.timedelta(microseconds=ns // 1000)
 
 
 def floor_to(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
@@ -130,13 +155,13 @@ def floor_minute(moment: dt.datetime) -> dt.datetime:
     """The start of the minute aware ``moment`` lies in, in UTC; ValueError for a naive one."""
     if moment.tzinfo is None:
         raise ValueError("aware datetimes only")
-    return floor_to(moment, _MINUTE)
+    return floor_to(moment, MINUTE)
 
 
 def ceil_minute(moment: dt.datetime) -> dt.datetime:
     """The first minute start at or after aware ``moment``, in UTC."""
     floor = floor_minute(moment)
-    return floor if floor == moment else floor + _MINUTE
+    return floor if floor == moment else floor + MINUTE
 
 
 def check_window(start: dt.datetime, end: dt.datetime) -> None:
@@ -163,9 +188,9 @@ def point_count(start: dt.datetime, end: dt.datetime, step_seconds: int, series:
 
 def preferred_resolution(step_seconds: int) -> Resolution:
     """The coarsest resolution that nests in the step: the fewest rows to merge per bucket."""
-    if step_seconds % _DAY == 0:
+    if step_seconds % RESOLUTION_SECONDS["day"] == 0:
         return "day"
-    if step_seconds % _HOUR == 0:
+    if step_seconds % RESOLUTION_SECONDS["hour"] == 0:
         return "hour"
     return "minute"
 

@@ -21,10 +21,10 @@ from audits.reporting.periods import Period
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups.cohort_queries import END_TO_END_KEY, windows_segments, windows_sketches
 from latencyboard.rollups.models import Resolution, Rollup
+from latencyboard.windows import DAY
 
 QUANTILES = (0.5, 0.95, 0.99, 0.999)
 QUANTILE_METHOD: Final = "lower"
-DAY: Final = dt.timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)

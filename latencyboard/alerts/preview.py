@@ -21,18 +21,17 @@ from latencyboard.alerts.baselines import detector_baselines
 from latencyboard.alerts.evaluation import detector_of, newest_root_stages, watched
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.regression import Baseline
-from latencyboard.alerts.replay import MINUTE, OutOfTime, Replay, replay
+from latencyboard.alerts.replay import OutOfTime, Replay, replay
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.models import Rollup
 from latencyboard.sketches.sketch import merge_many
-from latencyboard.windows import floor_minute, floor_to
+from latencyboard.windows import HOUR, MINUTE, floor_minute, floor_to
 
 PREVIEW_DAYS: Final = 7
 """How far back a preview looks (as far as minute rollups are kept, at most)."""
 PREVIEW_MAX_STAGES: Final = 30
 """Stages a preview replays at most (a week of minutes is ~10 k sketches each)."""
 PREVIEW_SECONDS: Final = 10.0
-HOUR: Final = dt.timedelta(hours=1)
 """How long a preview may replay before it gives up."""
 
 

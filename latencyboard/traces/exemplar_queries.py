@@ -12,13 +12,12 @@ from django.contrib.auth.models import AnonymousUser, User
 from latencyboard.storage import span_reads
 from latencyboard.traces.queries import (
     MAX_WINDOW,
-    MINUTE,
     NS_PER_MS,
     TraceSummary,
     scope,
     summary,
 )
-from latencyboard.windows import floor_minute
+from latencyboard.windows import MINUTE, floor_minute
 
 EXEMPLAR_COUNT: Final = 5
 

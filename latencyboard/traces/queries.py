@@ -26,12 +26,12 @@ from django.contrib.auth.models import AnonymousUser, User
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.storage import span_reads
 from latencyboard.traces import ids
+from latencyboard.windows import HOUR
 
 MAX_WINDOW: Final = dt.timedelta(hours=24)
 DEFAULT_WINDOW: Final = dt.timedelta(hours=1)
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
-MINUTE: Final = dt.timedelta(minutes=1)
 STATUS_ERROR: Final = span_reads.STATUS_ERROR
 NS_PER_MS: Final = 1_000_000
 
@@ -227,7 +227,7 @@ def _check_window(start: dt.datetime, end: dt.datetime) -> None:
     if end <= start:
         raise InvalidTraceQuery("end", "The window ends before it starts.")
     if end - start > MAX_WINDOW:
-        hours = MAX_WINDOW // dt.timedelta(hours=1)
+        hours = MAX_WINDOW // HOUR
         raise InvalidTraceQuery(
             "end",
             f"At most {hours} h per search: traces are searched in raw spans, so a window "

@@ -17,17 +17,17 @@ from latencyboard.traces.queries import (
     DEFAULT_WINDOW,
     MAX_LIMIT,
     MAX_WINDOW,
-    MINUTE,
     AttributeFilter,
     TraceSearch,
     TraceSummary,
 )
+from latencyboard.windows import HOUR, MINUTE
 
 DEFAULT_QUANTILE: Final = 0.99
 MAX_EXEMPLARS: Final = 20
 _NEAR = re.compile(r"p(\d{1,2}(?:\.\d{1,4})?)")
 _STAGE_ID = re.compile(r"\d{1,18}")  # fits a bigint, so a typo cannot overflow the query
-_WINDOW_HOURS: Final = MAX_WINDOW // dt.timedelta(hours=1)
+_WINDOW_HOURS: Final = MAX_WINDOW // HOUR
 
 
 class TraceSearchQuerySerializer(serializers.Serializer):
@@ -47,7 +47,7 @@ class TraceSearchQuerySerializer(serializers.Serializer):
     start = bounds.MomentField(
         required=False,
         help_text="Earliest root span start, ISO 8601 (UTC unless an offset is given). "
-        f"Default with end: the last {DEFAULT_WINDOW // dt.timedelta(hours=1)} h.",
+        f"Default with end: the last {DEFAULT_WINDOW // HOUR} h.",
     )
     end = bounds.MomentField(
         required=False,

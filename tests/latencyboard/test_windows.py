@@ -1,4 +1,5 @@
-"""Tests for latencyboard.windows: step grid, resolution choice, retention fallback."""
+"""Tests for latencyboard.windows: Unix nanoseconds, step grid, resolution choice, retention
+fallback."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from latencyboard.windows import (
     check_step,
     check_window,
     choose_resolution,
+    duration_ns,
     floor_minute,
+    from_unix_ns,
     plan_window,
     point_count,
     preferred_resolution,
+    unix_ns,
 )
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
@@ -301,3 +305,65 @@ def test_a_minute_is_floored_in_utc_whatever_the_zone_it_is_given_in():
     assert floor_minute(moment).tzinfo is dt.UTC
     with pytest.raises(ValueError, match="aware"):
         floor_minute(dt.datetime(2026, 3, 10, 12, 34))
+
+
+UTC = dt.UTC
+
+
+@pytest.mark.parametrize(
+    ("moment", "ns"),
+    [
+        pytest.param(dt.datetime(1970, 1, 1, tzinfo=UTC), 0, id="epoch"),
+        pytest.param(
+            dt.datetime(2026, 3, 10, 12, 0, 0, 250_001, tzinfo=UTC),
+            1_773_144_000_250_001_000,
+            id="microseconds-exact",
+        ),
+        pytest.param(
+            dt.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), -1000, id="before-1970"
+        ),
+        pytest.param(dt.datetime(1, 1, 1, tzinfo=UTC), -62_135_596_800 * 10**9, id="year-1"),
+        pytest.param(
+            dt.datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+            253_402_300_799_999_999_000,
+            id="year-9999",
+        ),
+        pytest.param(
+            dt.datetime(2026, 3, 10, 13, 0, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+            1_773_144_000 * 10**9,
+            id="other-zone",
+        ),
+    ],
+)
+def test_unix_ns_counts_every_nanosecond_from_the_epoch_and_back(moment, ns):
+    assert unix_ns(moment) == ns
+    assert from_unix_ns(ns) == moment
+
+
+@pytest.mark.parametrize(
+    ("ns", "moment"),
+    [
+        pytest.param(1999, dt.datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC), id="cut-not-rounded"),
+        pytest.param(
+            -1, dt.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), id="before-1970-down"
+        ),
+        pytest.param(
+            1_773_144_000_250_001_999,
+            dt.datetime(2026, 3, 10, 12, 0, 0, 250_001, tzinfo=UTC),
+            id="span-start",
+        ),
+    ],
+)
+def test_from_unix_ns_cuts_to_the_microsecond_at_or_before(ns, moment):
+    assert from_unix_ns(ns) == moment
+    assert from_unix_ns(ns).tzinfo == UTC
+
+
+def test_unix_ns_refuses_a_naive_datetime():
+    with pytest.raises(TypeError):
+        unix_ns(dt.datetime(2026, 3, 10, 12, 0))
+
+
+def test_duration_ns_is_exact_for_long_durations():
+    assert duration_ns(dt.timedelta(days=30)) == 30 * 86_400 * 10**9
+    assert duration_ns(dt.timedelta(microseconds=-3)) == -3000
