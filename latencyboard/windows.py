@@ -46,8 +46,16 @@ RESOLUTION_SECONDS: Final[Mapping[Resolution, int]] = {
     "day": DAY // SECOND,
 }
 
-MAX_WINDOW: Final = dt.timedelta(days=400)
-"""Longest window a query may cover (a year plus a quarter, for year-over-year views)."""
+MAX_SERIES_WINDOW: Final = dt.timedelta(days=400)
+"""Longest window a series of rollups (a chart, the percentiles API, PromQL) may cover: a year
+plus a quarter, for year-over-year views. Also the longest duration any request may name."""
+
+MAX_COMPARE_WINDOW: Final = dt.timedelta(days=31)
+"""Longest window of each side of a comparison."""
+
+MAX_TRACE_SEARCH_WINDOW: Final = dt.timedelta(hours=24)
+"""Longest window a trace search or an exemplar read may cover: they read raw spans, so their
+cost grows with the spans stored in the window."""
 
 MAX_POINTS: Final = 5000
 """Most step buckets times series one query may return (a chart has no use for more)."""
@@ -165,11 +173,12 @@ def ceil_minute(moment: dt.datetime) -> dt.datetime:
 
 
 def check_window(start: dt.datetime, end: dt.datetime) -> None:
-    """Raise ValueError unless ``start < end`` and the window is at most ``MAX_WINDOW``."""
+    """Raise ValueError unless ``start < end`` and the window is at most
+    ``MAX_SERIES_WINDOW``."""
     if start >= end:
         raise ValueError("The window must end after it starts.")
-    if end - start > MAX_WINDOW:
-        raise ValueError(f"The window may span at most {MAX_WINDOW.days} days.")
+    if end - start > MAX_SERIES_WINDOW:
+        raise ValueError(f"The window may span at most {MAX_SERIES_WINDOW.days} days.")
 
 
 def align(

@@ -16,7 +16,7 @@ from latencyboard.series_query import SeriesQuerySerializer, step_help
 
 
 class WindowQuerySerializer(SeriesQuerySerializer):
-    """A window (``start`` and ``end``, or ``window``, at most ``windows.MAX_WINDOW``) and a
+    """A window (``start`` and ``end``, or ``window``, at most ``windows.MAX_SERIES_WINDOW``) and a
     ``step``, read as every series endpoint reads them."""
 
     step = bounds.DurationTextField(

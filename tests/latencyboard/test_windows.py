@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from latencyboard.windows import (
-    MAX_WINDOW,
+    MAX_SERIES_WINDOW,
     Resolution,
     Segment,
     StoredRows,
@@ -112,7 +112,7 @@ def test_steps_that_straddle_rollup_rows_are_rejected(step):
     [
         (NOW, NOW, "must end after it starts"),
         (NOW, ago(hours=1), "must end after it starts"),
-        (NOW - MAX_WINDOW - dt.timedelta(minutes=1), NOW, "at most 400 days"),
+        (NOW - MAX_SERIES_WINDOW - dt.timedelta(minutes=1), NOW, "at most 400 days"),
     ],
     ids=["empty", "reversed", "401-days"],
 )
@@ -122,7 +122,7 @@ def test_bad_windows_are_rejected(start, end, message):
 
 
 def test_a_window_of_exactly_400_days_is_accepted():
-    check_window(NOW - MAX_WINDOW, NOW)
+    check_window(NOW - MAX_SERIES_WINDOW, NOW)
 
 
 @pytest.mark.parametrize(
