@@ -2,7 +2,7 @@
 pipeline, or of each value of a cohort attribute, over any window of whole minutes.
 
 Every span the rollups hold for the window counts once: the rows read tile the window
-(:func:`~latencyboard.rollups.cohort_windows.cover_window`). Callers scope the pipeline to
+(:func:`~latencyboard.windows.cover_window`). Callers scope the pipeline to
 the user's teams first.
 """
 
@@ -16,11 +16,10 @@ from typing import Any
 
 from latencyboard.db import read_connection as connection  # the replica for dashboards
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups.cohort_windows import cover_window, finest_cover
 from latencyboard.rollups.queries import stored_rows
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.storage import cohort_reads, tables
-from latencyboard.windows import RESOLUTION_SECONDS, Segment
+from latencyboard.windows import RESOLUTION_SECONDS, Segment, cover_window, finest_cover
 
 END_TO_END_KEY = cohort_reads.END_TO_END_KEY
 """The series key of end-to-end latency; other keys are stage ids."""

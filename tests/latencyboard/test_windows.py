@@ -17,7 +17,9 @@ from latencyboard.windows import (
     check_step,
     check_window,
     choose_resolution,
+    cover_window,
     duration_ns,
+    finest_cover,
     floor_minute,
     from_unix_ns,
     plan_window,
@@ -267,7 +269,8 @@ def test_finer_rows_keep_the_step_asked_for():
             ("day", at("2025-08-22 00:00"), at("2025-12-01 00:00")),
         ]),
         (at("2026-03-10 09:00"), NOW, HOUR, FRESH, [
-            ("hour", at("2026-03-10 09:00"), at("2026-03-10 11:00")),
+            ("minute", at("2026-03-10 09:00"), at("2026-03-10 10:00")),
+            ("hour", at("2026-03-10 10:00"), at("2026-03-10 11:00")),
             ("minute", at("2026-03-10 11:00"), NOW),
         ]),
         (ago(days=1), NOW, HOUR, NO_ROWS, [("minute", ago(days=1), NOW)]),
@@ -287,6 +290,12 @@ def test_the_newest_part_of_a_window_is_read_from_finer_rows(start, end, step, r
     plan = plan_window(start, end, step, rows)
 
     assert plan.segments == tuple(Segment(*segment) for segment in expected)
+
+
+def test_a_fresh_pipelines_plan_is_at_the_resolution_most_of_it_comes_from():
+    plan = plan_window(at("2026-03-10 09:00"), NOW, HOUR, FRESH)
+
+    assert plan.resolution == "hour"
 
 
 def test_plan_rejects_a_bad_step_before_looking_at_rows():
@@ -367,3 +376,50 @@ def test_unix_ns_refuses_a_naive_datetime():
 def test_duration_ns_is_exact_for_long_durations():
     assert duration_ns(dt.timedelta(days=30)) == 30 * 86_400 * 10**9
     assert duration_ns(dt.timedelta(microseconds=-3)) == -3000
+
+
+# --- tiling a window for a whole-window answer ----------------------------------------------
+
+T = dt.datetime(2026, 3, 10, tzinfo=dt.UTC)
+H = dt.timedelta(hours=1)
+D = dt.timedelta(days=1)
+M = dt.timedelta(minutes=1)
+
+# Days compacted up to the 8th, hours up to 11:00 on the 10th, minutes for the last 2 days.
+STORED: dict[Resolution, StoredRows | None] = {
+    "day": StoredRows(T - 30 * D, T - 2 * D),
+    "hour": StoredRows(T - 20 * D, T + 11 * H),
+    "minute": StoredRows(T - 2 * D, T + 12 * H + 10 * M),
+}
+
+
+def test_a_window_is_tiled_by_days_then_hours_then_minutes_without_overlap():
+    start, end = T - 5 * D + 30 * M, T + 12 * H + 7 * M
+
+    segments = cover_window(start, end, STORED)
+
+    assert segments == [
+        Segment("minute", start, T - 5 * D + H),
+        Segment("hour", T - 5 * D + H, T - 4 * D),
+        Segment("day", T - 4 * D, T - D),
+        Segment("hour", T - D, T + 12 * H),
+        Segment("minute", T + 12 * H, end),
+    ]
+
+
+def test_a_pipeline_without_coarse_rows_is_read_from_minutes():
+    only_minutes: dict[Resolution, StoredRows | None] = {"minute": StoredRows(T, T + 9 * M)}
+
+    segments = cover_window(T, T + 10 * M, only_minutes)
+
+    assert segments == [Segment("minute", T, T + 10 * M)]
+
+
+def test_finest_cover_prefers_minutes_then_hours_then_days():
+    segments = finest_cover(T - 25 * D + 5 * H, T + 12 * H, STORED)
+
+    assert segments == [
+        Segment("day", T - 25 * D, T - 20 * D),
+        Segment("hour", T - 20 * D, T - 2 * D),
+        Segment("minute", T - 2 * D, T + 12 * H),
+    ]
