@@ -12,7 +12,7 @@ from latencyboard.alerts import seasonal
 from latencyboard.alerts.models import Baseline, Rule
 from latencyboard.alerts.regression import Baseline as DetectorBaseline
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups.cohort_queries import stage_sketches
+from latencyboard.rollups.sketch_windows import stage_sketches
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.windows import floor_to
 

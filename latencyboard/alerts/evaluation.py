@@ -19,8 +19,8 @@ from latencyboard.alerts.cohort_mix import assess_mix
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.services import advance
 from latencyboard.pipelines.models import Stage
-from latencyboard.rollups.cohort_queries import stage_sketches
 from latencyboard.rollups.queries import END_TO_END
+from latencyboard.rollups.sketch_windows import stage_sketches
 from latencyboard.sla import queries as sla_queries
 from latencyboard.sla.models import Objective
 from latencyboard.spans.queries import root_stages

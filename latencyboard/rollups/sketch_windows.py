@@ -1,9 +1,11 @@
-"""Reads of whole-window sketches: one merged sketch per series (end to end or a stage) of a
-pipeline, or of each value of a cohort attribute, over any window of whole minutes.
+"""The sketches of a window: the per-minute, hour and day rollup sketches of any window of
+whole minutes merged into one sketch per series (end to end or a stage) of a pipeline, or per
+value of a cohort attribute. Compare, the attribute breakdown, baselines, the evaluator and
+the reports all read windows through here.
 
 Every span the rollups hold for the window counts once: the rows read tile the window
-(:func:`~latencyboard.windows.cover_window`). Callers scope the pipeline to
-the user's teams first.
+(:func:`~latencyboard.windows.cover_window`). Callers scope the pipeline to the user's teams
+first.
 """
 
 from __future__ import annotations
