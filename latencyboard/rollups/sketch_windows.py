@@ -1,7 +1,7 @@
 """The sketches of a window: the per-minute, hour and day rollup sketches of any window of
 whole minutes merged into one sketch per series (end to end or a stage) of a pipeline, or per
-value of a cohort attribute. Compare, the attribute breakdown, baselines, the evaluator and
-the reports all read windows through here.
+value of a cohort attribute. Compare, the attribute breakdown, baselines, the evaluator, the
+rule preview and the reports all read windows through here.
 
 Every span the rollups hold for the window counts once: the rows read tile the window
 (:func:`~latencyboard.windows.cover_window`). Callers scope the pipeline to the user's teams
@@ -67,8 +67,18 @@ def stage_sketches(
 ) -> dict[int | None, Sketch]:
     """:func:`series_sketches` of ``[start, end)`` keyed as the alert baselines store stages:
     by stage id, end to end by None."""
-    found = series_sketches(pipeline.pk, window_segments(pipeline, start, end))
-    return {None if key == END_TO_END_KEY else key: sketch for key, sketch in found.items()}
+    return windows_stage_sketches(pipeline, [(start, end)])[0]
+
+
+def windows_stage_sketches(
+    pipeline: Pipeline, windows: Sequence[tuple[dt.datetime, dt.datetime]]
+) -> list[dict[int | None, Sketch]]:
+    """:func:`stage_sketches` of each window, read in one statement."""
+    found = windows_sketches(pipeline.pk, windows_segments(pipeline, windows))
+    return [
+        {None if key == END_TO_END_KEY else key: sketch for key, sketch in side.items()}
+        for side in found
+    ]
 
 
 @dataclass(frozen=True, slots=True)
