@@ -21,7 +21,7 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.queries import stored_rows
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.storage import cohort_reads, tables
-from latencyboard.windows import RESOLUTION_SECONDS, Segment, cover_window, finest_cover
+from latencyboard.windows import Segment, cover_window
 
 END_TO_END_KEY = cohort_reads.END_TO_END_KEY
 """The series key of end-to-end latency; other keys are stage ids."""
@@ -112,17 +112,3 @@ def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
-
-
-def version_buckets(
-    pipeline: Pipeline, attributes: Sequence[str], start: dt.datetime, end: dt.datetime
-) -> list[tuple[str, str, dt.datetime, int, int]]:
-    """Each bucket of ``[start, end)`` in which a value of one of ``attributes`` was seen in
-    the pipeline: ``(attribute, value, bucket_start, bucket seconds, spans)``, from the
-    finest rows kept: minutes, hours before them, days before those."""
-    segments = finest_cover(start, end, stored_rows(tables.ROLLUP, pipeline.pk))
-    if not segments:
-        return []
-    sized = [(part, RESOLUTION_SECONDS[part.resolution]) for part in segments]
-    sql, params = cohort_reads.version_buckets(pipeline.pk, attributes, sized)
-    return [(a, v, b, int(s), int(n)) for a, v, b, s, n in _fetch(sql, params)]
