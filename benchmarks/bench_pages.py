@@ -20,7 +20,7 @@ warm-up, rotating over the pipelines:
   asks for them, and the attribute breakdown (raw spans) by ``model.version`` and
   ``cache_hit``;
 - trace search (``GET /api/traces/``, the search page's query; slowest first) over 1h, 6h
-  and 24h (the longest search there is, ``traces.queries.MAX_WINDOW``): unfiltered, of one
+  and 24h (the longest search there is, ``windows.MAX_TRACE_SEARCH_WINDOW``): unfiltered, of one
   pipeline's ``model_forward`` stage, over a minimum duration (the SLA threshold), with that
   stage over a quarter of it, errors only and ``model.version`` of the candidate; the search
   page itself (``GET /traces/``, its default and a filtered 24h search);

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from latencyboard.windows import DAY, HOUR, duration_ns
+
 __all__ = ["DEFAULT_LIMITS", "Converter", "Limits", "Sizer", "cap_attributes"]
 
 
@@ -33,8 +35,8 @@ class Limits:
     max_attribute_bytes: int = 64 * 1024  # per span, resource attributes included
     max_events: int = 128  # per span (OTEL_SPAN_EVENT_COUNT_LIMIT); the newest kept, rest counted
     max_event_attributes: int = 128  # per event (OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT)
-    max_future_ns: int = 3600 * 10**9  # spans ending later than now + this are rejected
-    max_age_ns: int = 30 * 86400 * 10**9  # spans starting before now - this are rejected
+    max_future_ns: int = duration_ns(HOUR)  # spans ending later than now + this are rejected
+    max_age_ns: int = duration_ns(30 * DAY)  # spans starting before now - this are rejected
 
     def __post_init__(self) -> None:
         for name in self.__slots__:

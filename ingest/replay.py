@@ -20,10 +20,10 @@ from ingest import decoding, otlp_json, protobuf
 from ingest.writer import DatabaseUnavailable, SpanWriter
 from latencyboard.db import conninfo
 from latencyboard.teams.models import Team
+from latencyboard.windows import DAY, duration_ns, unix_ns
 
 logger = logging.getLogger(__name__)
 
-_DAY_NS = 86_400 * 10**9
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -76,8 +76,8 @@ def replay_files(
     missing = [path for path in paths if not path.is_file()]
     if missing:
         raise ReplayError(missing[0], "no such file", ReplayReport())
-    limits = decoding.Limits(max_age_ns=max_age_days * _DAY_NS)
-    now_ns = int(now.timestamp() * 10**9)
+    limits = decoding.Limits(max_age_ns=duration_ns(max_age_days * DAY))
+    now_ns = unix_ns(now)
     total = ReplayReport()
     writer = SpanWriter(conninfo(), max_connections=1)
     try:

@@ -31,6 +31,7 @@ from latencyboard.fairness.ingest_capacity import (
     share_of,
 )
 from latencyboard.rollups.waking import FoldWaker
+from latencyboard.windows import DAY, SECOND, duration_ns
 
 logger = logging.getLogger(__name__)
 
@@ -125,8 +126,8 @@ class IngestService:
             max_attribute_bytes=settings.INGEST_SPAN_ATTRIBUTES_SIZE_LIMIT,
             max_events=settings.INGEST_SPAN_EVENT_COUNT_LIMIT,
             max_event_attributes=settings.INGEST_EVENT_ATTRIBUTE_COUNT_LIMIT,
-            max_future_ns=max_future_seconds * 10**9,
-            max_age_ns=retention_days * 86_400 * 10**9,
+            max_future_ns=duration_ns(max_future_seconds * SECOND),
+            max_age_ns=duration_ns(retention_days * DAY),
         )
 
     def _authenticate(self, token: str | None) -> TokenGrant | Outcome:

@@ -23,6 +23,7 @@ from ingest.decoding import DecodedSpan
 from latencyboard.pipelines import derivation, mapping
 from latencyboard.storage import partitions as storage_partitions
 from latencyboard.storage import span_batches, span_events, span_templates, spans_copy
+from latencyboard.windows import from_unix_ns
 
 logger = logging.getLogger(__name__)
 
@@ -117,9 +118,8 @@ def _store_late(
 
 def _create_partitions(conn: psycopg.Connection, spans: Sequence[DecodedSpan]) -> None:
     """The days of ``spans``' starts and ends: a row derived from a span starts within it."""
-    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     days = {
-        storage_partitions.DayPartition.of(epoch + dt.timedelta(microseconds=ns // 1000))
+        storage_partitions.DayPartition.of(from_unix_ns(ns))
         for span in spans
         for ns in (span.start_ns, span.end_ns)
     }

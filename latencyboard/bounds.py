@@ -19,15 +19,15 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from latencyboard import series_syntax
-from latencyboard.windows import MAX_WINDOW
+from latencyboard.windows import EPOCH, MAX_SERIES_WINDOW
 
-EARLIEST: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+EARLIEST: Final = EPOCH
 """The Unix epoch: OpenTelemetry stamps spans in unsigned nanoseconds since then."""
 
 LATEST: Final = dt.datetime(2200, 1, 1, tzinfo=dt.UTC)
 """Exclusive; over 60 years below the signed 64-bit nanosecond limit (2262-04-11)."""
 
-LONGEST: Final = MAX_WINDOW
+LONGEST: Final = MAX_SERIES_WINDOW
 """The longest window or step: as long as day rollups are kept by default."""
 
 

@@ -50,7 +50,7 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
     window = bounds.DurationTextField(
         required=False,
         help_text="Instead of start and end: the window ending now, like 24h or 7d (same "
-        f"syntax as step). At most {windows.MAX_WINDOW.days}d.",
+        f"syntax as step). At most {windows.MAX_SERIES_WINDOW.days}d.",
     )
     step = bounds.DurationTextField(
         default=dt.timedelta(hours=1), help_text=step_help("Default 1h.")
@@ -58,7 +58,7 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
 
     default_window: ClassVar[dt.timedelta | None] = dt.timedelta(days=1)
     max_points: ClassVar[int] = MAX_POINTS
-    longest: ClassVar[dt.timedelta | None] = windows.MAX_WINDOW
+    longest: ClassVar[dt.timedelta | None] = windows.MAX_SERIES_WINDOW
     on_grid: ClassVar[bool] = True
     """Whether buckets lie on the epoch-anchored step grid (else they start at ``start``)."""
     """The longest window; None for an endpoint whose cost does not grow with it."""
@@ -120,7 +120,7 @@ class SeriesQuerySerializer(serializers.Serializer[Any]):
         if buckets * max(series, 1) <= self.max_points:
             return
         per_series = max(self.max_points // max(series, 1) - 1, 1)
-        fits = series_syntax.fitting_step((end - start) / dt.timedelta(seconds=1) / per_series)
+        fits = series_syntax.fitting_step((end - start) / windows.SECOND / per_series)
         raise serializers.ValidationError(
             {
                 "step": [

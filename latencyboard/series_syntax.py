@@ -19,7 +19,8 @@ import math
 import re
 from typing import Final
 
-EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+from latencyboard.windows import DAY, EPOCH, HOUR, MINUTE, SECOND
+
 MILLISECONDS_FROM: Final = 10**11
 """Epoch numbers from this on are milliseconds, below it seconds."""
 
@@ -27,10 +28,10 @@ _NUMBER = re.compile(r"[+-]?(\d{1,20}(\.\d{0,9})?|\.\d{1,9})")
 _UNIT_PART = re.compile(r"(\d{1,9})(ms|[smhdwy])")
 _UNITS: Final = {
     "ms": dt.timedelta(milliseconds=1),
-    "s": dt.timedelta(seconds=1),
-    "m": dt.timedelta(minutes=1),
-    "h": dt.timedelta(hours=1),
-    "d": dt.timedelta(days=1),
+    "s": SECOND,
+    "m": MINUTE,
+    "h": HOUR,
+    "d": DAY,
     "w": dt.timedelta(weeks=1),
     "y": dt.timedelta(days=365),
 }

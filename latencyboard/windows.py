@@ -1,15 +1,18 @@
-"""Which rollup rows answer a percentile query, and the step grid their figures fall on.
+"""Time, and which rollup rows answer a window: the one home of both.
 
-Pure (no Django): aware UTC datetimes in, frozen dataclasses out. On the pure row of the package
-layers (docs/architecture.md), so the rollups, the storage reads, the series syntax and the
-request bounds all lay windows on one grid.
+Pure (no Django): aware UTC datetimes in, frozen dataclasses out. The bottom row of the
+package layers (docs/architecture.md), so every module takes its epoch, minute, hour and day,
+its conversions to and from Unix nanoseconds (how OpenTelemetry stamps spans) and its longest
+windows from here, and every rollup read lays windows on one grid.
 
 The rollup worker writes minute rows as spans arrive and compacts a whole hour into hour rows
 a few minutes after it ends, a whole day into day rows after its last hour; retention then
 drops minutes first, hours next. So the newest part of any window exists only in finer rows
-and the oldest only in coarser ones. A plan reads the window from one main resolution and
-its newest part, where that resolution has no rows yet, from finer ones (*segments*); the
-segments never overlap in time, so no span is counted twice.
+and the oldest only in coarser ones. A window is tiled (:func:`cover_window`) with the
+coarsest rows stored for each part and finer ones around them (*segments*); the segments never
+overlap in time, so no span is counted twice. A read that merges the window into one sketch
+takes every resolution; a read in step buckets (:func:`plan_window`) takes none coarser than
+its step allows.
 
 Step buckets are anchored at the Unix epoch, so a 1-hour step starts every bucket on the hour
 and a 1-day step at midnight UTC, whatever window is asked for. A step is accepted only when it
@@ -31,19 +34,34 @@ Resolution = Literal["minute", "hour", "day"]
 RESOLUTIONS: Final[tuple[Resolution, ...]] = ("minute", "hour", "day")
 """Finest first; the values of ``latencyboard.rollups.models.Resolution``."""
 
-RESOLUTION_SECONDS: Final[Mapping[Resolution, int]] = {"minute": 60, "hour": 3600, "day": 86400}
+EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+"""The Unix epoch: what Unix timestamps count from, and where every step grid is anchored."""
 
-MAX_WINDOW: Final = dt.timedelta(days=400)
-"""Longest window a query may cover (a year plus a quarter, for year-over-year views)."""
+SECOND: Final = dt.timedelta(seconds=1)
+MINUTE: Final = dt.timedelta(minutes=1)
+HOUR: Final = dt.timedelta(hours=1)
+DAY: Final = dt.timedelta(days=1)
+_MICROSECOND: Final = dt.timedelta(microseconds=1)
+
+RESOLUTION_SECONDS: Final[Mapping[Resolution, int]] = {
+    "minute": MINUTE // SECOND,
+    "hour": HOUR // SECOND,
+    "day": DAY // SECOND,
+}
+
+MAX_SERIES_WINDOW: Final = dt.timedelta(days=400)
+"""Longest window a series of rollups (a chart, the percentiles API, PromQL) may cover: a year
+plus a quarter, for year-over-year views. Also the longest duration any request may name."""
+
+MAX_COMPARE_WINDOW: Final = dt.timedelta(days=31)
+"""Longest window of each side of a comparison."""
+
+MAX_TRACE_SEARCH_WINDOW: Final = dt.timedelta(hours=24)
+"""Longest window a trace search or an exemplar read may cover: they read raw spans, so their
+cost grows with the spans stored in the window."""
 
 MAX_POINTS: Final = 5000
 """Most step buckets times series one query may return (a chart has no use for more)."""
-
-EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-"""Where every step grid is anchored."""
-_MINUTE: Final = dt.timedelta(minutes=1)
-_HOUR: Final = 3600
-_DAY: Final = 86400
 
 
 @dataclass(frozen=True)
@@ -70,8 +88,8 @@ class WindowPlan:
     ``start`` and ``end`` are the requested window widened to whole steps; buckets are
     ``[start + i * step, start + (i + 1) * step)`` for ``i < bucket_count``. ``step_seconds``
     is the requested step, or the main resolution's length when the query fell back to rows
-    coarser than the step. ``segments`` cover the window in time order without overlap,
-    coarsest first; every resolution in them nests in the step.
+    coarser than the step. ``segments`` tile the window in time order without overlap
+    (:func:`cover_window`); every resolution in them nests in the step.
     """
 
     start: dt.datetime
@@ -82,7 +100,7 @@ class WindowPlan:
     @property
     def resolution(self) -> Resolution:
         """The coarsest resolution read: the one most of a long window comes from."""
-        return self.segments[0].resolution
+        return max((part.resolution for part in self.segments), key=RESOLUTIONS.index)
 
     @property
     def bucket_count(self) -> int:
@@ -94,17 +112,35 @@ def check_step(step_seconds: int) -> None:
     """Raise ValueError unless the step nests with every resolution (see the module doc)."""
     if step_seconds <= 0 or step_seconds % 60:
         raise ValueError("The step must be a whole number of minutes.")
-    if step_seconds < _HOUR:
-        fits = _HOUR % step_seconds == 0
-    elif step_seconds < _DAY:
-        fits = step_seconds % _HOUR == 0 and _DAY % step_seconds == 0
+    hour, day = RESOLUTION_SECONDS["hour"], RESOLUTION_SECONDS["day"]
+    if step_seconds < hour:
+        fits = hour % step_seconds == 0
+    elif step_seconds < day:
+        fits = step_seconds % hour == 0 and day % step_seconds == 0
     else:
-        fits = step_seconds % _DAY == 0
+        fits = step_seconds % day == 0
     if not fits:
         raise ValueError(
             "The step must divide an hour (e.g. 5m, 15m), be whole hours dividing a day "
             "(e.g. 1h, 6h) or be whole days (e.g. 1d, 7d)."
         )
+
+
+def duration_ns(duration: dt.timedelta) -> int:
+    """``duration`` in nanoseconds (exact: a timedelta holds whole microseconds)."""
+    return duration // _MICROSECOND * 1000
+
+
+def unix_ns(moment: dt.datetime) -> int:
+    """Nanoseconds from the Unix epoch to aware ``moment``, as OTLP counts time; exact, and
+    negative before 1970."""
+    return duration_ns(moment - EPOCH)
+
+
+def from_unix_ns(ns: int) -> dt.datetime:
+    """The aware UTC moment ``ns`` nanoseconds after the Unix epoch, cut to the whole
+    microsecond at or before it (a datetime's and PostgreSQL's precision)."""
+    return EPOCH + dt.timedelta(microseconds=ns // 1000)
 
 
 def floor_to(moment: dt.datetime, step: dt.timedelta) -> dt.datetime:
@@ -130,21 +166,22 @@ def floor_minute(moment: dt.datetime) -> dt.datetime:
     """The start of the minute aware ``moment`` lies in, in UTC; ValueError for a naive one."""
     if moment.tzinfo is None:
         raise ValueError("aware datetimes only")
-    return floor_to(moment, _MINUTE)
+    return floor_to(moment, MINUTE)
 
 
 def ceil_minute(moment: dt.datetime) -> dt.datetime:
     """The first minute start at or after aware ``moment``, in UTC."""
     floor = floor_minute(moment)
-    return floor if floor == moment else floor + _MINUTE
+    return floor if floor == moment else floor + MINUTE
 
 
 def check_window(start: dt.datetime, end: dt.datetime) -> None:
-    """Raise ValueError unless ``start < end`` and the window is at most ``MAX_WINDOW``."""
+    """Raise ValueError unless ``start < end`` and the window is at most
+    ``MAX_SERIES_WINDOW``."""
     if start >= end:
         raise ValueError("The window must end after it starts.")
-    if end - start > MAX_WINDOW:
-        raise ValueError(f"The window may span at most {MAX_WINDOW.days} days.")
+    if end - start > MAX_SERIES_WINDOW:
+        raise ValueError(f"The window may span at most {MAX_SERIES_WINDOW.days} days.")
 
 
 def align(
@@ -163,9 +200,9 @@ def point_count(start: dt.datetime, end: dt.datetime, step_seconds: int, series:
 
 def preferred_resolution(step_seconds: int) -> Resolution:
     """The coarsest resolution that nests in the step: the fewest rows to merge per bucket."""
-    if step_seconds % _DAY == 0:
+    if step_seconds % RESOLUTION_SECONDS["day"] == 0:
         return "day"
-    if step_seconds % _HOUR == 0:
+    if step_seconds % RESOLUTION_SECONDS["hour"] == 0:
         return "hour"
     return "minute"
 
@@ -202,8 +239,9 @@ def plan_window(
     stored: Mapping[Resolution, StoredRows | None],
 ) -> WindowPlan:
     """Choose the main resolution (:func:`choose_resolution`), lay the step grid over the
-    window and split it into segments: the main resolution up to the end of its newest
-    row, then each finer one up to the end of its own, the finest to the end of the window.
+    window and tile it (:func:`cover_window`) with the main resolution's rows and finer ones:
+    the main resolution up to the end of its newest row, then each finer one up to the end
+    of its own, the finest to the end of the window.
 
     Raises ValueError for a step or window that :func:`check_step` or :func:`check_window`
     rejects.
@@ -213,21 +251,74 @@ def plan_window(
     main = choose_resolution(start, end, step_seconds, stored)
     step = max(step_seconds, RESOLUTION_SECONDS[main])
     aligned_start, aligned_end = align(start, end, step)
-    segments = []
-    segment_start = aligned_start
-    for resolution in RESOLUTIONS[RESOLUTIONS.index(main) :: -1]:
-        rows = stored.get(resolution)
-        if resolution == RESOLUTIONS[0]:
-            segment_end = aligned_end
-        elif rows is None:
-            continue
-        else:
-            newest_end = rows.last + dt.timedelta(seconds=RESOLUTION_SECONDS[resolution])
-            segment_end = min(max(newest_end, segment_start), aligned_end)
-        if segment_end > segment_start:
-            segments.append(Segment(resolution, segment_start, segment_end))
-            segment_start = segment_end
+    up_to_main = {resolution: stored.get(resolution) for resolution in RESOLUTIONS}
+    for coarser in RESOLUTIONS[RESOLUTIONS.index(main) + 1 :]:
+        up_to_main[coarser] = None
+    segments = cover_window(aligned_start, aligned_end, up_to_main)
     return WindowPlan(aligned_start, aligned_end, step, tuple(segments))
+
+
+def cover_window(
+    start: dt.datetime, end: dt.datetime, stored: Mapping[Resolution, StoredRows | None]
+) -> list[Segment]:
+    """Segments tiling ``[start, end)`` (whole minutes) in time order without overlap,
+    coarsest rows first wherever they are stored; minutes fill whatever no coarser row
+    covers. What every read that merges rows answers from: one sketch per window (compare,
+    baselines, reports) or per step bucket (:func:`plan_window`)."""
+    segments: list[Segment] = []
+    _fill(start, end, len(RESOLUTIONS) - 1, stored, segments)
+    return segments
+
+
+def finest_cover(
+    start: dt.datetime, end: dt.datetime, stored: Mapping[Resolution, StoredRows | None]
+) -> list[Segment]:
+    """Segments covering ``[start, end)`` with the finest rows stored for each part, in time
+    order: minutes back to the oldest kept, hours before them, days before those. Each
+    segment is widened to whole buckets of its resolution, so neighbours may overlap by less
+    than a bucket: for questions about when something was seen, not for counting."""
+    segments: list[Segment] = []
+    upper = end
+    for resolution in RESOLUTIONS:
+        rows = stored.get(resolution)
+        if rows is None:
+            continue
+        width = dt.timedelta(seconds=RESOLUTION_SECONDS[resolution])
+        lower = max(floor_to(start, width), floor_to(rows.first, width))
+        if lower < upper:
+            segments.append(Segment(resolution, lower, upper))
+            upper = lower
+        if upper <= start:
+            break
+    return segments[::-1]
+
+
+def _fill(
+    start: dt.datetime,
+    end: dt.datetime,
+    level: int,
+    stored: Mapping[Resolution, StoredRows | None],
+    segments: list[Segment],
+) -> None:
+    if start >= end:
+        return
+    resolution = RESOLUTIONS[level]
+    rows = stored.get(resolution)
+    if level == 0:
+        segments.append(Segment(resolution, start, end))
+        return
+    width = dt.timedelta(seconds=RESOLUTION_SECONDS[resolution])
+    if rows is None:
+        _fill(start, end, level - 1, stored, segments)
+        return
+    first = max(ceil_to(start, width), floor_to(rows.first, width))
+    last = min(floor_to(end, width), rows.last + width)
+    if first >= last:
+        _fill(start, end, level - 1, stored, segments)
+        return
+    _fill(start, first, level - 1, stored, segments)
+    segments.append(Segment(resolution, first, last))
+    _fill(last, end, level - 1, stored, segments)
 
 
 def _lacks_older_rows(

@@ -32,6 +32,7 @@ from latencyboard.sla import queries as sla_queries
 from latencyboard.sla.models import Objective
 from latencyboard.sla.versions import Version, versions_of
 from latencyboard.spans.models import IngestBatch
+from latencyboard.windows import MINUTE
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +155,7 @@ def _stage_name(objective: Objective) -> str:
 
 
 def _minutes(period: Period) -> int:
-    return int((period.end - period.start) // dt.timedelta(minutes=1))
+    return int((period.end - period.start) // MINUTE)
 
 
 def _objective_figures(

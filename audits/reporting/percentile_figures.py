@@ -2,7 +2,7 @@
 month, up to the report's cut-off (Django reads, returning plain frozen dataclasses).
 
 Each month is merged by the one read of a window of rollups that compare and the alerts use
-(:mod:`latencyboard.rollups.cohort_queries`): day rows where they exist, hour rows around them,
+(:mod:`latencyboard.rollups.sketch_windows`): day rows where they exist, hour rows around them,
 minute rows for the rest, up to the same minute as the SLA counters. So a report's percentiles
 and attainment count the same spans' time span, whatever the hour it is built.
 """
@@ -19,12 +19,12 @@ from django.db.models.functions import TruncDate
 
 from audits.reporting.periods import Period
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups.cohort_queries import END_TO_END_KEY, windows_segments, windows_sketches
 from latencyboard.rollups.models import Resolution, Rollup
+from latencyboard.rollups.sketch_windows import END_TO_END_KEY, windows_segments, windows_sketches
+from latencyboard.windows import DAY
 
 QUANTILES = (0.5, 0.95, 0.99, 0.999)
 QUANTILE_METHOD: Final = "lower"
-DAY: Final = dt.timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ def collect(
 ) -> tuple[Percentiles, ...]:
     """One row per pipeline, stage and month of the spans that ended before ``data_end``: each
     month's sketches merged by the one read of a window of rollups
-    (:func:`~latencyboard.rollups.cohort_queries.windows_sketches`)."""
+    (:func:`~latencyboard.rollups.sketch_windows.windows_sketches`)."""
     start, end = months[0].start, min(months[-1].end, data_end)
     if end <= start:
         return ()

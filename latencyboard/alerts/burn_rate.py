@@ -23,7 +23,7 @@ float rounding at the edge. Burn rates are kept as exact fractions (``float()`` 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 from fractions import Fraction
@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from latencyboard.sla import burn
+from latencyboard.windows import MINUTE
 
 __all__ = [
     "SRE_WORKBOOK",
@@ -43,8 +44,6 @@ __all__ = [
     "WindowBurn",
     "evaluate",
 ]
-
-MINUTE: Final = timedelta(minutes=1)
 
 
 class Severity(StrEnum):

@@ -15,7 +15,7 @@ from latencyboard.alerts import seasonal
 from latencyboard.alerts.mix import Label, MixDecomposition, decompose
 from latencyboard.alerts.regression import Baseline, RegressionRule
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
-from latencyboard.rollups.cohort_queries import (
+from latencyboard.rollups.sketch_windows import (
     END_TO_END_KEY,
     cohort_series,
     window_segments,

@@ -19,16 +19,15 @@ from latencyboard.alerts.cohort_mix import assess_mix
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.services import advance
 from latencyboard.pipelines.models import Stage
-from latencyboard.rollups.cohort_queries import stage_sketches
 from latencyboard.rollups.queries import END_TO_END
+from latencyboard.rollups.sketch_windows import stage_sketches
 from latencyboard.sla import queries as sla_queries
 from latencyboard.sla.models import Objective
 from latencyboard.spans.queries import root_stages
-from latencyboard.windows import floor_minute
+from latencyboard.windows import MINUTE, floor_minute
 
 logger = logging.getLogger(__name__)
 
-MINUTE = dt.timedelta(minutes=1)
 ROOT_LOOKBACK = dt.timedelta(hours=1)
 """How far back the stage of the pipeline's root spans is looked for."""
 BURN_MINUTES = max(condition.long_minutes for condition in burn_rate.SRE_WORKBOOK)

@@ -17,22 +17,20 @@ from django.conf import settings
 from django.db.models import Q
 
 from latencyboard.alerts import seasonal
-from latencyboard.alerts.baselines import detector_baselines
+from latencyboard.alerts.baselines import detector_baselines, same_hours_sketches
 from latencyboard.alerts.evaluation import detector_of, newest_root_stages, watched
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.regression import Baseline
-from latencyboard.alerts.replay import MINUTE, OutOfTime, Replay, replay
+from latencyboard.alerts.replay import OutOfTime, Replay, replay
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.models import Rollup
-from latencyboard.sketches.sketch import merge_many
-from latencyboard.windows import floor_minute, floor_to
+from latencyboard.windows import HOUR, MINUTE, floor_minute, floor_to
 
 PREVIEW_DAYS: Final = 7
 """How far back a preview looks (as far as minute rollups are kept, at most)."""
 PREVIEW_MAX_STAGES: Final = 30
 """Stages a preview replays at most (a week of minutes is ~10 k sketches each)."""
 PREVIEW_SECONDS: Final = 10.0
-HOUR: Final = dt.timedelta(hours=1)
 """How long a preview may replay before it gives up."""
 
 
@@ -78,7 +76,7 @@ def preview_rule(
         minutes[names[stage_id]][int((minute - start) / MINUTE)] = bytes(blob)
     baselines = {names[pk]: b for pk, b in detector_baselines(rule.pipeline).items() if pk in names}
     count = int((end - start) / MINUTE)
-    schedule = _hourly(rule, names, stages, baselines, start, end, deadline)
+    schedule = _hourly(rule, names, baselines, start, end, deadline)
     return replay(
         schedule,
         minutes,
@@ -94,7 +92,6 @@ def preview_rule(
 def _hourly(
     rule: Rule,
     names: Mapping[int | None, str],
-    stages: Q,
     today: Mapping[str, Baseline],
     start: dt.datetime,
     end: dt.datetime,
@@ -108,33 +105,16 @@ def _hourly(
     hours = [first + i * HOUR for i in range(int((end - first) / HOUR) + 1)]
     # The job's last run at each hour of the day, within the day before ``end``.
     latest = {hour.hour: hour for hour in hours[-24:]}
-    spans = seasonal.hour_offsets(settings.ALERT_BASELINE_DAYS)
-    rows = Rollup.objects.filter(
-        stages,
-        pipeline=rule.pipeline_id,
-        resolution="hour",
-        bucket_start__gte=min(latest.values()) + spans[-1].start * HOUR,
-        bucket_start__lt=max(latest.values()) + spans[0].stop * HOUR,
-    ).values_list("stage_id", "bucket_start", "sketch")
-    blobs: dict[str, dict[dt.datetime, bytes]] = defaultdict(dict)
-    for stage_id, hour, blob in rows.iterator():
-        blobs[names[stage_id]][hour] = bytes(blob)
+    earliest = seasonal.hour_offsets(settings.ALERT_BASELINE_DAYS)[-1].start * HOUR
     of_day = {}
-    for hour_of_day, hour in latest.items():
+    for (hour_of_day, hour), same_hours in zip(
+        latest.items(), same_hours_sketches(rule.pipeline, list(latest.values())), strict=True
+    ):
         if time.monotonic() > deadline:
             raise OutOfTime
         baselines = dict(today)
-        for name, by_hour in blobs.items():
-            days = [
-                merge_many(by_hour[at] for at in _span(hour, span) if at in by_hour)
-                for span in spans
-            ]
-            sketch = seasonal.seasonal_sketch(days, settings.ALERT_BASELINE_MIN_COUNT)
-            if sketch is not None:
-                baselines[name] = Baseline(sketch, hour + spans[-1].start * HOUR, hour, True)
+        for stage_id, sketch in same_hours.items():
+            if stage_id in names:
+                baselines[names[stage_id]] = Baseline(sketch, hour + earliest, hour, True)
         of_day[hour_of_day] = baselines
     return [(max(int((hour - start) / MINUTE), 0), of_day[hour.hour]) for hour in hours]
-
-
-def _span(hour: dt.datetime, span: range) -> list[dt.datetime]:
-    return [hour + offset * HOUR for offset in span]

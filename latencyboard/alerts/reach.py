@@ -46,7 +46,8 @@ MAX_SHIFT: Final = 3.0
 """The largest shift looked at (+300%)."""
 TARGET: Final = 0.25
 """The shift whose window is worked out (+25%)."""
-MAX_WINDOW_MINUTES: Final = 24 * 60
+MAX_TARGET_MINUTES: Final = 24 * 60
+"""The longest window the search for the +25% window tries (a day)."""
 _STEPS: Final = 14
 """Bisection steps of a search: the shift to within ``MAX_SHIFT / 2**14`` (0.02%)."""
 Test = Callable[[Baseline, int, float, float, float], float]
@@ -67,7 +68,7 @@ class Reach:
     """The test that finds it (``p99``, ``p50`` for the rank test)."""
     target_minutes: int | None
     """The window in which +25% is found with probability ``POWER``; ``None`` when even
-    ``MAX_WINDOW_MINUTES`` is too short."""
+    ``MAX_TARGET_MINUTES`` is too short."""
 
     @property
     def per_second(self) -> float:
@@ -149,9 +150,9 @@ def _target_minutes(
         found = _detectable(baseline, round(per_minute * minutes), rule, level)
         return found is not None and found[0] <= TARGET
 
-    if per_minute <= 0 or not finds(MAX_WINDOW_MINUTES):
+    if per_minute <= 0 or not finds(MAX_TARGET_MINUTES):
         return None
-    low, high = 0, MAX_WINDOW_MINUTES
+    low, high = 0, MAX_TARGET_MINUTES
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if finds(middle) else (middle, high)

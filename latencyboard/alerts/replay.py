@@ -31,8 +31,8 @@ from latencyboard.alerts.tail import counts_above_many, pairs_above_many
 from latencyboard.sketches.sketch import merge_many
 from latencyboard.stats.binomial import binomial_upper_tail
 from latencyboard.stats.rank import MIN_VALUES, smallest_p_values
+from latencyboard.windows import MINUTE
 
-MINUTE = dt.timedelta(minutes=1)
 FOREVER = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 OUTCOMES = {

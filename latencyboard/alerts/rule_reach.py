@@ -11,7 +11,7 @@ from latencyboard.alerts.baselines import detector_baselines
 from latencyboard.alerts.evaluation import detector_of, newest_root_stages, watched
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.reach import Reach, family_size, reach
-from latencyboard.rollups.cohort_queries import stage_sketches
+from latencyboard.rollups.sketch_windows import stage_sketches
 from latencyboard.windows import floor_minute
 
 TRAFFIC_WINDOW: Final = dt.timedelta(hours=1)

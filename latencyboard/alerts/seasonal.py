@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from latencyboard.sketches.sketch import Sketch, merge_many
-from latencyboard.windows import floor_to
+from latencyboard.windows import HOUR, floor_to
 
 __all__ = [
     "HOURS_AFTER",
@@ -37,7 +37,6 @@ HOURS_BEFORE: Final = 1
 HOURS_AFTER: Final = 2
 MIN_DAYS: Final = 3
 """Days whose same hours hold values before the seasonal baseline replaces the trailing one."""
-HOUR: Final = dt.timedelta(hours=1)
 DAY_HOURS: Final = 24
 
 

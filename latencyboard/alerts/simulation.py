@@ -53,7 +53,8 @@ TAIL_INDEX: Final = 1.5
 WINDOW_MINUTES: Final = 10
 BASELINE_HOURS: Final = 7 * 24
 MODEL_FORWARD: Final = 3
-EPOCH: Final = datetime(2026, 1, 1, tzinfo=UTC)
+SIMULATION_START: Final = datetime(2026, 1, 1, tzinfo=UTC)
+"""Where simulated time begins: any fixed date, the simulation runs on its own clock."""
 OUTCOMES: Final = {
     regression.Status.REGRESSION: lifecycle.Outcome.FIRING,
     regression.Status.OK: lifecycle.Outcome.CLEAN,
@@ -113,7 +114,7 @@ def week_of_baselines(
 ) -> dict[str, regression.Baseline]:
     """A 7-day baseline of fresh traffic, built from hourly sketches as the baseline job does."""
     hours = deque(_hour_sketches(pipeline.traffic(rng, 3600)) for _ in range(BASELINE_HOURS))
-    return _baselines(hours, EPOCH)
+    return _baselines(hours, SIMULATION_START)
 
 
 def _hour_sketches(values: np.ndarray) -> list[Sketch]:
@@ -155,7 +156,7 @@ def false_alarm_run(
             # The warm-up's last minutes make the first evaluation's window.
             minutes.extend(per_minute)
         else:
-            baselines = _baselines(hours, EPOCH + timedelta(hours=hour))
+            baselines = _baselines(hours, SIMULATION_START + timedelta(hours=hour))
             for minute in per_minute:
                 minutes.append(minute)
                 result = regression.evaluate(baselines, _windows(minutes), rule)

@@ -31,12 +31,13 @@ are over-counted, never missed).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Final
 
 import numpy as np
 
 from latencyboard.alerts import lifecycle, regression, replay, seasonal
+from latencyboard.alerts.simulation import SIMULATION_START
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group, to_bytes_many
 
 __all__ = [
@@ -77,7 +78,6 @@ VERSION_STAGE: Final = 1
 """``embed``: the stage a new version changes."""
 WINDOW_MINUTES: Final = 10
 BASELINE_HOURS: Final = 7 * 24
-EPOCH: Final = datetime(2026, 1, 1, tzinfo=UTC)
 _Z95: Final = 1.6448536269514722
 
 
@@ -212,7 +212,7 @@ class History:
         return merge_many(present) if present else Sketch()
 
     def _build(self, hour: int) -> Baselines:
-        at = EPOCH + timedelta(hours=hour)
+        at = SIMULATION_START + timedelta(hours=hour)
         spans = seasonal.hour_offsets(BASELINE_HOURS // 24)
         baselines = {}
         for s, (name, _, _) in enumerate(STAGES):
@@ -287,7 +287,7 @@ def false_alarm_run(
         result = replay.replay(
             history.schedule(first_minute, WINDOW_MINUTES + DAY),
             stored,
-            EPOCH + timedelta(minutes=first_minute),
+            SIMULATION_START + timedelta(minutes=first_minute),
             WINDOW_MINUTES + DAY,
             WINDOW_MINUTES,
             rule,
@@ -297,7 +297,9 @@ def false_alarm_run(
         evaluations += result.evaluations - (day > first_day)
         runs += result.detector_runs
         for alert in result.alerts:
-            minutes_of_day.append(int((alert.fired_at - EPOCH).total_seconds() // 60) % DAY)
+            minutes_of_day.append(
+                int((alert.fired_at - SIMULATION_START).total_seconds() // 60) % DAY
+            )
             stages.append(alert.stage)
         tail = _last_minutes(today, WINDOW_MINUTES)
     return FalseAlarmRun(days, evaluations, runs, tuple(minutes_of_day), tuple(stages))
@@ -319,7 +321,7 @@ def replayed_alerts(
 ) -> tuple[replay.ReplayedAlert, ...]:
     """The alerts of every minute's evaluation over the traffic, from its first full window,
     against the baselines ``history`` gives at each hour."""
-    start = EPOCH + timedelta(minutes=traffic.first_minute)
+    start = SIMULATION_START + timedelta(minutes=traffic.first_minute)
     return replay.replay(
         history.schedule(traffic.first_minute, traffic.minutes),
         traffic.stored(),
@@ -365,5 +367,5 @@ def shift_trial(
     name = STAGES[stage][0]
     for alert in replayed_alerts(traffic, history, rule):
         if alert.stage == name:
-            return (alert.fired_at - EPOCH).total_seconds() - change_at
+            return (alert.fired_at - SIMULATION_START).total_seconds() - change_at
     return None

@@ -11,9 +11,9 @@ from typing import Final
 import numpy as np
 
 from latencyboard.alerts import mix, regression
+from latencyboard.alerts.simulation import SIMULATION_START
 from latencyboard.alerts.simulation_diurnal import (
     BASELINE_HOURS,
-    EPOCH,
     STAGES,
     VERSION_STAGE,
     WINDOW_MINUTES,
@@ -94,7 +94,9 @@ def rollout_baselines(
     history.add(before)
     stage_values = before.values[:, VERSION_STAGE]
     cohort_baselines = {
-        version: regression.Baseline(Sketch.from_values(stage_values[mask]), EPOCH, EPOCH)
+        version: regression.Baseline(
+            Sketch.from_values(stage_values[mask]), SIMULATION_START, SIMULATION_START
+        )
         for version, mask in (("v7", ~before_v8), ("v8", before_v8))
         if mask.any()
     }
@@ -122,7 +124,7 @@ def rollout_trial(
     for alert in replayed_alerts(traffic, history, rule):
         if alert.stage != name:
             continue
-        end = int((alert.fired_at - EPOCH).total_seconds() // 60) - traffic.first_minute
+        end = int((alert.fired_at - SIMULATION_START).total_seconds() // 60) - traffic.first_minute
         in_window = (traffic.minute >= end - WINDOW_MINUTES) & (traffic.minute < end)
         column = traffic.values[:, VERSION_STAGE]
         windows = {

@@ -17,9 +17,9 @@ from django.contrib.auth.models import AnonymousUser, User
 
 from latencyboard.compare import length_split, stats
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
-from latencyboard.rollups import cohort_queries
-from latencyboard.rollups.cohort_queries import END_TO_END_KEY, SeriesSketches
+from latencyboard.rollups import sketch_windows
 from latencyboard.rollups.queries import END_TO_END
+from latencyboard.rollups.sketch_windows import END_TO_END_KEY, SeriesSketches
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 
@@ -140,16 +140,16 @@ def compare(
 def _sketches(pipeline: Pipeline, a: Side, b: Side, attribute: str | None) -> list[SeriesSketches]:
     """Both sides' sketches per series, in as few round trips as the sides allow: one for
     the rows stored and one for two windows, or two values over the same window."""
-    segments = cohort_queries.windows_segments(pipeline, [(a.start, a.end), (b.start, b.end)])
+    segments = sketch_windows.windows_segments(pipeline, [(a.start, a.end), (b.start, b.end)])
     if attribute is None or a.value is None or b.value is None:
-        return cohort_queries.windows_sketches(pipeline.pk, segments)
+        return sketch_windows.windows_sketches(pipeline.pk, segments)
     values = [a.value, b.value]
     if segments[0] == segments[1]:
-        by_value = cohort_queries.cohort_series(pipeline.pk, attribute, values, segments[0])
+        by_value = sketch_windows.cohort_series(pipeline.pk, attribute, values, segments[0])
         found = [by_value.get(value, {}) for value in values]
     else:
         found = [
-            cohort_queries.cohort_series(pipeline.pk, attribute, [value], part).get(value, {})
+            sketch_windows.cohort_series(pipeline.pk, attribute, [value], part).get(value, {})
             for value, part in zip(values, segments, strict=True)
         ]
     return [{series: figures.sketch for series, figures in side.items()} for side in found]

@@ -10,9 +10,8 @@ from rest_framework import serializers
 from latencyboard import bounds
 from latencyboard.compare import stats
 from latencyboard.compare.queries import Side
-from latencyboard.windows import floor_minute
+from latencyboard.windows import MAX_COMPARE_WINDOW, floor_minute
 
-MAX_WINDOW: Final = dt.timedelta(days=31)
 WINDOW_FIELDS: Final = ("a_start", "a_end", "b_start", "b_end")
 _MAX_ID: Final = 2**63 - 1
 
@@ -115,9 +114,9 @@ def _window(start: dt.datetime, end: dt.datetime, field: str) -> tuple[dt.dateti
 def _check_window(start: dt.datetime, end: dt.datetime, field: str) -> None:
     if end <= start:
         raise serializers.ValidationError({field: ["Must be after the window's start."]})
-    if end - start > MAX_WINDOW:
+    if end - start > MAX_COMPARE_WINDOW:
         raise serializers.ValidationError(
-            {field: [f"A window may span at most {MAX_WINDOW.days} days."]}
+            {field: [f"A window may span at most {MAX_COMPARE_WINDOW.days} days."]}
         )
 
 

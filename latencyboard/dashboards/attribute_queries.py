@@ -16,8 +16,8 @@ from typing import Final
 import numpy as np
 
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
-from latencyboard.rollups import cohort_queries
-from latencyboard.rollups.cohort_queries import END_TO_END_KEY
+from latencyboard.rollups import sketch_windows
+from latencyboard.rollups.sketch_windows import END_TO_END_KEY
 from latencyboard.storage import span_reads
 from latencyboard.windows import floor_minute
 
@@ -73,8 +73,8 @@ def attribute_breakdown(
     levels = tuple(sorted(set(quantiles)))
     if key not in cohort_attributes(pipeline):
         return AttributeBreakdown(key, False, start, end, 0, levels, (), ())
-    segments = cohort_queries.window_segments(pipeline, start, end)
-    by_value = cohort_queries.cohort_series(pipeline.pk, key, None, segments)
+    segments = sketch_windows.window_segments(pipeline, start, end)
+    by_value = sketch_windows.cohort_series(pipeline.pk, key, None, segments)
 
     def weight(value: str) -> tuple[int, int]:
         series = by_value[value]

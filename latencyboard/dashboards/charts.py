@@ -89,7 +89,7 @@ class Chart:
     ``static/js/pipeline/<name>.js``) that show it in ``card`` (a template, given ``chart``
     and the page's context); a chart without any is not on the page. ``live`` lists the
     pipeline's live events after which the page fetches it again. ``heavy`` takes a slot of
-    the team's heavy reads (``latencyboard.web.heavy_reads``).
+    the team's heavy reads (``latencyboard.fairness.heavy_reads``).
     """
 
     id: str

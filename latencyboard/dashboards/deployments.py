@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
+from latencyboard.windows import MINUTE
+
 VERSION_ATTRIBUTES: Final = ("service.version", "model.version")
 """Span attributes whose changes mark a deployment."""
 
@@ -74,12 +76,9 @@ def sightings_of_buckets(
     """Sightings from cohort rollup buckets ``(attribute, value, bucket_start, bucket
     seconds, spans)``: seen from the bucket's first minute to its last."""
     return [
-        Sighting(attribute, value, start, start + dt.timedelta(seconds=seconds) - _MINUTE, spans)
+        Sighting(attribute, value, start, start + dt.timedelta(seconds=seconds) - MINUTE, spans)
         for attribute, value, start, seconds, spans in rows
     ]
-
-
-_MINUTE: Final = dt.timedelta(minutes=1)
 
 
 def extend_segments(

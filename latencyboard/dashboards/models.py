@@ -1,2 +1,2 @@
 """The dashboards keep no rows of their own: deployment markers come from the cohort
-rollups (``latencyboard.rollups.cohort_queries.version_buckets``)."""
+rollups (``latencyboard.rollups.cohort_sightings.version_buckets``)."""

@@ -27,12 +27,10 @@ from latencyboard.sla.models import Objective
 from latencyboard.sla.queries import budgets, objectives_of
 from latencyboard.teams.models import IngestToken, Team
 from latencyboard.teams.queries import ingest_tokens_of, teams_of
-from latencyboard.windows import EPOCH, floor_minute, floor_to
+from latencyboard.windows import EPOCH, HOUR, MINUTE, floor_minute, floor_to
 
 OVERVIEW_QUANTILES: Final = (0.5, 0.99)
 SPARKLINE_HOURS: Final = 24
-_MINUTE: Final = dt.timedelta(minutes=1)
-_HOUR: Final = dt.timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,16 +46,16 @@ class Window:
 
     def bounds(self, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
         end = floor_minute(now)
-        if self.length < _HOUR * 2:
+        if self.length < HOUR * 2:
             return end - self.length, end
-        return floor_to(end - self.length, _HOUR), end
+        return floor_to(end - self.length, HOUR), end
 
 
 WINDOWS: Final[Mapping[str, Window]] = {
     window.key: window
     for window in (
-        Window("1h", "last hour", _HOUR, dt.timedelta(minutes=5)),
-        Window("24h", "last 24 hours", dt.timedelta(hours=24), _HOUR),
+        Window("1h", "last hour", HOUR, dt.timedelta(minutes=5)),
+        Window("24h", "last 24 hours", dt.timedelta(hours=24), HOUR),
         Window("7d", "last 7 days", dt.timedelta(days=7), dt.timedelta(hours=6)),
     )
 }
@@ -158,7 +156,7 @@ def overview(user: User | AnonymousUser, now: dt.datetime, window: Window) -> Ov
     classes = bottlenecks(pipelines, start, end, window.history_step)
 
     statuses = []
-    minutes = (end - start) / _MINUTE
+    minutes = (end - start) / MINUTE
     for index, pipeline in enumerate(pipelines):
         requests = int(figures.count[index])
         per_minute = requests / minutes
@@ -215,21 +213,21 @@ class _Figures:
         """One read of the end-to-end rollups for every pipeline: hour rows, and minute rows
         of the hours not compacted into an hour row yet and of the window when it is not
         whole hours. Each hour is counted once, from its hour row when there is one."""
-        spark_start = floor_to(end, _HOUR) - (SPARKLINE_HOURS - 1) * _HOUR
+        spark_start = floor_to(end, HOUR) - (SPARKLINE_HOURS - 1) * HOUR
         first = min(start, spark_start)
         hour_row = Rollup.objects.filter(
             pipeline=OuterRef("pipeline"),
             stage__isnull=True,
             resolution=Resolution.HOUR,
             bucket_start=Func(
-                Value(_HOUR),
+                Value(HOUR),
                 OuterRef("bucket_start"),
                 Value(EPOCH),
                 function="date_bin",
                 output_field=DateTimeField(),
             ),
         )
-        whole_hours = start == floor_to(start, _HOUR)
+        whole_hours = start == floor_to(start, HOUR)
         minutes = Q(resolution=Resolution.MINUTE) & (
             ~Exists(hour_row) if whole_hours else ~Exists(hour_row) | Q(bucket_start__gte=start)
         )
@@ -247,7 +245,7 @@ class _Figures:
         # A minute row counts in an hour without an hour row; in a window of whole minutes
         # (not whole hours) the window's own figures take only minute rows.
         in_hour_grid = [
-            row[1] == Resolution.HOUR or (row[0], floor_to(row[2], _HOUR)) not in hours
+            row[1] == Resolution.HOUR or (row[0], floor_to(row[2], HOUR)) not in hours
             for row in rows
         ]
         in_window = [
@@ -269,8 +267,7 @@ class _Figures:
         spark_discard = len(pipelines) * SPARKLINE_HOURS
         spark_groups = np.array(
             [
-                position[row[0]] * SPARKLINE_HOURS
-                + (floor_to(row[2], _HOUR) - spark_start) // _HOUR
+                position[row[0]] * SPARKLINE_HOURS + (floor_to(row[2], HOUR) - spark_start) // HOUR
                 if grid and row[2] >= spark_start
                 else spark_discard
                 for row, grid in zip(rows, in_hour_grid, strict=True)

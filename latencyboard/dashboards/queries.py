@@ -23,7 +23,7 @@ from latencyboard import windows
 from latencyboard.alerts.models import Incident
 from latencyboard.dashboards import deployments
 from latencyboard.pipelines.models import Pipeline, Stage
-from latencyboard.rollups import cohort_queries, stage_share_queries
+from latencyboard.rollups import cohort_sightings, stage_share_queries
 from latencyboard.rollups.queries import present
 from latencyboard.sla.models import Objective
 from latencyboard.spans.queries import root_stages
@@ -195,7 +195,7 @@ def deployment_markers(
     """The deployments of ``pipeline`` within ``[start, end)``, from the buckets of its
     cohort rollups in which each version was seen (from :data:`MARKER_LOOKBACK` before
     ``start``, to know the version each one replaced)."""
-    rows = cohort_queries.version_buckets(
+    rows = cohort_sightings.version_buckets(
         pipeline, deployments.VERSION_ATTRIBUTES, floor_minute(start - MARKER_LOOKBACK), end
     )
     sightings = deployments.sightings_of_buckets(rows)

@@ -18,7 +18,7 @@ from latencyboard.sla.serializers import AttainmentQuerySerializer
 
 
 class WindowQuerySerializer(SeriesQuerySerializer):
-    """A window (``start`` and ``end``, or ``window``, at most ``windows.MAX_WINDOW``) and a
+    """A window (``start`` and ``end``, or ``window``, at most ``windows.MAX_SERIES_WINDOW``) and a
     ``step``, read as every series endpoint reads them."""
 
     step = bounds.DurationTextField(

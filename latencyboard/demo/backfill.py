@@ -34,6 +34,7 @@ from latencyboard.storage import (
 )
 from latencyboard.storage.partitions import DayPartition
 from latencyboard.teams.models import Team
+from latencyboard.windows import DAY, unix_ns
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,6 @@ logger = logging.getLogger(__name__)
 CHUNK = dt.timedelta(hours=1)
 BACKFILL = "backfill"
 """The ``protocol`` of a backfilled batch."""
-_ONE_DAY = dt.timedelta(days=1)
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,7 @@ class _Tally:
     def add(self, through: dt.datetime, written: int) -> None:
         self.spans += written
         self.batches += 1 if written else 0
-        if self.progress is not None and (through - self.start) % _ONE_DAY == dt.timedelta():
+        if self.progress is not None and (through - self.start) % DAY == dt.timedelta():
             self.progress(self.snapshot(through))
 
     def snapshot(self, through: dt.datetime) -> BackfillProgress:
@@ -215,7 +214,7 @@ def _days(start: dt.datetime, end: dt.datetime) -> Iterator[DayPartition]:
     day = start.astimezone(dt.UTC).date()
     while day <= end.astimezone(dt.UTC).date():
         yield DayPartition(day)
-        day += dt.timedelta(days=1)
+        day += DAY
 
 
 def _sample(
@@ -226,7 +225,9 @@ def _sample(
     id_rng: np.random.Generator,
 ) -> synthetic.SpanRows:
     profile = source.profile
-    start_us = synthetic.arrivals(profile, _unix_us(start), _unix_us(end), source.scale, rng)
+    start_us = synthetic.arrivals(
+        profile, unix_ns(start) // 1000, unix_ns(end) // 1000, source.scale, rng
+    )
     share = profiles.candidate_share_at(profile, start_us / 1e6)
     batch = profiles.sample_requests(profile, len(start_us), rng, candidate_share=share)
     return synthetic.span_rows(source.table, batch, start_us, id_rng)
@@ -268,7 +269,3 @@ def _stream(
     for source, part in zip(sources, rows, strict=True):
         yield from source.encoder.encode(part, batch_id)
     yield spans_copy.TRAILER
-
-
-def _unix_us(moment: dt.datetime) -> int:
-    return (moment - _EPOCH) // dt.timedelta(microseconds=1)

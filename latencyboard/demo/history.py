@@ -34,6 +34,7 @@ from latencyboard.demo.llm_backfill import backfill_llm
 from latencyboard.rollups import compaction, services, stage_share_services
 from latencyboard.spans.models import IngestBatch, Span
 from latencyboard.teams.models import Team
+from latencyboard.windows import DAY
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def load_demo_history(
         progress(f"{line} ({time.perf_counter() - started:.0f} s)")
 
     def report_day(done: BackfillProgress) -> None:
-        day = round((done.through - (end - dt.timedelta(days=days))) / dt.timedelta(days=1))
+        day = round((done.through - (end - dt.timedelta(days=days))) / DAY)
         say(f"spans {day}/{days} days, {done.spans:,} spans")
 
     written = backfill_demo(

@@ -27,11 +27,11 @@ from latencyboard.demo import profiles
 from latencyboard.demo.llm import LLM_PIPELINES, sample_llm_requests
 from latencyboard.demo.llm_service import LlmTraffic, llm_traffic, tracer_providers
 from latencyboard.teams.models import Team
+from latencyboard.windows import DAY, duration_ns, unix_ns
 
 logger = logging.getLogger(__name__)
 
 CHUNK = dt.timedelta(hours=1)
-_DAY_NS = 86_400 * 10**9
 
 
 def backfill_llm(
@@ -48,8 +48,8 @@ def backfill_llm(
     hour in one ingest batch ``received_at`` ``end`` under ``protocol``; returns the spans
     stored."""
     rng = np.random.default_rng(seed)
-    days = (end - start) / dt.timedelta(days=1)
-    limits = decoding.Limits(max_age_ns=int((days + 1) * _DAY_NS))
+    days = (end - start) / DAY
+    limits = decoding.Limits(max_age_ns=duration_ns((days + 1) * DAY))
     writer = SpanWriter(conninfo(), max_connections=1)
     stored = 0
     try:
@@ -63,7 +63,7 @@ def backfill_llm(
                 chunk += CHUNK
                 body = encode_spans(exporter.get_finished_spans()).SerializeToString()
                 exporter.clear()
-                decoded = protobuf.decode_protobuf(body, now_ns=_unix_ns(end), limits=limits)
+                decoded = protobuf.decode_protobuf(body, now_ns=unix_ns(end), limits=limits)
                 if decoded.spans:
                     stored += writer.write(
                         team.pk,
@@ -90,7 +90,7 @@ def _emit_hour(
     """The spans of the requests arriving in ``[start, end)`` that finished before ``end``:
     the hour's export cannot hold spans that end later (a few seconds' worth are left out)."""
     pipeline = traffic.pipeline
-    start_ns, end_ns = _unix_ns(start), _unix_ns(end)
+    start_ns, end_ns = unix_ns(start), unix_ns(end)
     middle_s = (start_ns + end_ns) / 2e9
     rate = requests_per_s * float(profiles.diurnal_factor(pipeline, middle_s))
     n = int(rng.poisson(rate * (end_ns - start_ns) / 1e9))
@@ -99,7 +99,3 @@ def _emit_hour(
     batch = sample_llm_requests(pipeline, n, rng, candidate_share=share)
     for row in np.flatnonzero(arrivals + batch.root_ns < end_ns).tolist():
         traffic.emit(batch, row, int(arrivals[row]))
-
-
-def _unix_ns(moment: dt.datetime) -> int:
-    return (moment - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1) * 1000

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from latencyboard.windows import DAY
+
 QUEUE_WAIT = "queue_wait"
 FEATURE_HYDRATION = "feature_hydration"
 PREPROCESS = "preprocess"
@@ -48,7 +50,7 @@ ENVIRONMENT = "production"
 ROLLOUT_STEPS: tuple[tuple[float, float], ...] = ((0.55, 0.05), (0.60, 0.5), (0.70, 1.0))
 
 _NS_PER_MS = 1_000_000
-_DAY_S = 86_400.0
+_DAY_S = DAY.total_seconds()
 
 FloatArray = npt.NDArray[np.float64]
 

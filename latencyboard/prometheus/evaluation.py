@@ -57,17 +57,17 @@ def range_grid(
 ) -> Grid:
     """The samples of a range query, its step coarsened as the module doc says; raises
     :class:`Unsupported` when what they read, from a step before the first, is longer than
-    ``windows.MAX_WINDOW``."""
+    ``windows.MAX_SERIES_WINDOW``."""
     end = min(end, now)
     span = max((end - start).total_seconds(), 0.0)
     per_series = max(series_query.MAX_POINTS // max(series_per_pipeline, 1) - 2, 1)
     seconds = series_syntax.fitting_step(max(step.total_seconds(), span / per_series))
     width = dt.timedelta(seconds=seconds)
     grid = Grid(windows.ceil_to(start, width), windows.floor_to(end, width), width)
-    if not grid.empty and grid.last - (grid.first - width) > windows.MAX_WINDOW:
+    if not grid.empty and grid.last - (grid.first - width) > windows.MAX_SERIES_WINDOW:
         raise Unsupported(
             f"The range, with the step its first sample describes, may span at most "
-            f"{windows.MAX_WINDOW.days} days."
+            f"{windows.MAX_SERIES_WINDOW.days} days."
         )
     return grid
 

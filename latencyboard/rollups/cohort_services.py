@@ -22,6 +22,7 @@ from latencyboard.rollups.cohorts import CohortFold, CohortGroup, CohortMinutes,
 from latencyboard.sketches.sketch import Sketch, to_bytes_many
 from latencyboard.spans.columns import SpanColumns
 from latencyboard.storage import cohort_rows
+from latencyboard.windows import DAY, HOUR
 
 _PER_STATEMENT = 500
 
@@ -149,8 +150,8 @@ def compact_cohorts(cursor: psycopg.Cursor[Any], *, hours: Buckets, days: Bucket
     """
     written = 0
     for fine, coarse, width, buckets in (
-        ("minute", "hour", dt.timedelta(hours=1), hours),
-        ("hour", "day", dt.timedelta(days=1), days),
+        ("minute", "hour", HOUR, hours),
+        ("hour", "day", DAY, days),
     ):
         if not buckets:
             continue

@@ -29,11 +29,12 @@ import numpy.typing as npt
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
 from latencyboard.spans.columns import SpanColumns
 from latencyboard.storage import cohort_rows
+from latencyboard.windows import DAY, MINUTE, SECOND
 
 OTHER: Final = "other"
 """The value standing for every value past the cap, in one row per stage and bucket."""
-DAY_SECONDS: Final = 86_400
-_DAY_MINUTES: Final = DAY_SECONDS // 60
+DAY_SECONDS: Final = DAY // SECOND
+_DAY_MINUTES: Final = DAY // MINUTE
 
 DayKey = tuple[int, str, int]  # pipeline, attribute, day (Unix seconds of its midnight)
 Name = tuple[str, str]  # attribute, value

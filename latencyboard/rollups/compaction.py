@@ -25,12 +25,10 @@ from latencyboard.sketches.sketch import to_bytes_many
 from latencyboard.spans.columns import span_columns
 from latencyboard.storage import fold_lock, fold_spans, rollup_rows, thinning
 from latencyboard.storage.rollup_rows import Key
-from latencyboard.windows import floor_to, steps
+from latencyboard.windows import DAY, HOUR, floor_to, steps
 
 logger = logging.getLogger(__name__)
 
-HOUR: Final = dt.timedelta(hours=1)
-DAY: Final = dt.timedelta(days=1)
 GRACE: Final = dt.timedelta(minutes=5)
 """How long after its end an hour is compacted: spans in flight by then are late spans."""
 

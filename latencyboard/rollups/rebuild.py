@@ -28,11 +28,9 @@ from latencyboard.sla import counters
 from latencyboard.storage import fold_lock, fold_spans, rollup_rows, thinning
 from latencyboard.storage import sla_minutes as storage_sla_minutes
 from latencyboard.teams.models import Team
-from latencyboard.windows import ceil_to, floor_to, steps
+from latencyboard.windows import SECOND, ceil_to, floor_to, steps
 
 logger = logging.getLogger(__name__)
-
-SECOND = dt.timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,8 +45,9 @@ import numpy.typing as npt
 
 from latencyboard.rollups import critical_path, tails
 from latencyboard.storage.stage_share_rows import StageMinute, TraceSpans
+from latencyboard.windows import MINUTE, duration_ns
 
-_NS_PER_MINUTE: Final = 60 * 10**9
+_NS_PER_MINUTE: Final = duration_ns(MINUTE)
 _NS_PER_MS: Final = 10**6
 _KEY_BITS: Final = 17  # every bucket key less ZERO_KEY is below 2**17
 

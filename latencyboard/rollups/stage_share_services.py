@@ -37,13 +37,10 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import stage_share_minutes
 from latencyboard.rollups.models import Resolution, StageShareWatermark
 from latencyboard.storage import stage_share_rows
-from latencyboard.windows import ceil_to, floor_to
+from latencyboard.windows import DAY, HOUR, MINUTE, ceil_to, floor_to
 
 logger = logging.getLogger(__name__)
 
-MINUTE: Final = dt.timedelta(minutes=1)
-HOUR: Final = dt.timedelta(hours=1)
-DAY: Final = dt.timedelta(days=1)
 TRACE_REACH: Final = dt.timedelta(hours=1)
 """How far before and after its root's minute a span of the request is looked for: an
 inference request lasts far less, and the bound keeps the read to one or two partitions."""

@@ -19,17 +19,14 @@ from decimal import Decimal
 import numpy as np
 from numpy.typing import NDArray
 
-from latencyboard.windows import ceil_minute, floor_minute
+from latencyboard.windows import EPOCH, MINUTE, SECOND, ceil_minute, floor_minute
 
 # The values of ``latencyboard.sla.models.Window``; repeated because this module stays pure.
 ROLLING_28D = "rolling_28d"
 CALENDAR_MONTH = "calendar_month"
 
-MINUTE = dt.timedelta(minutes=1)
 # Enough for a year of hours or a quarter of 15-minute steps; more is no chart anyone reads.
 MAX_BUCKETS = 10_000
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +184,7 @@ def excluded_minutes(
 
 def bucket_count(start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> int:
     """How many steps cover ``[start, end)``; the last one may be cut short by ``end``."""
-    if step <= dt.timedelta(0) or step % dt.timedelta(seconds=1):
+    if step <= dt.timedelta(0) or step % SECOND:
         raise ValueError("step must be a positive whole number of seconds")
     span = _utc(end) - _utc(start)
     if span <= dt.timedelta(0):
@@ -197,10 +194,10 @@ def bucket_count(start: dt.datetime, end: dt.datetime, step: dt.timedelta) -> in
 
 def unix_seconds(moment: dt.datetime) -> int:
     """Whole seconds since the Unix epoch; sub-second parts are not allowed."""
-    since = _utc(moment) - _EPOCH
-    if since % dt.timedelta(seconds=1):
+    since = _utc(moment) - EPOCH
+    if since % SECOND:
         raise ValueError("whole seconds only")
-    return since // dt.timedelta(seconds=1)
+    return since // SECOND
 
 
 def attainment_percent(good: int, total: int) -> float | None:
@@ -228,7 +225,7 @@ def series(
     """
     n = bucket_count(start, end, step)
     start_s, end_s = unix_seconds(start), unix_seconds(end)
-    step_s = step // dt.timedelta(seconds=1)
+    step_s = step // SECOND
     inside = (minutes >= start_s) & (minutes < end_s)
     index = (minutes[inside] - start_s) // step_s
     goods = np.zeros(n, dtype=np.int64)

@@ -15,10 +15,12 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Final
 
+from latencyboard.windows import DAY, MINUTE
+
 BURN_WINDOWS: Final = (("1 h", 60), ("6 h", 6 * 60), ("3 d", 3 * 24 * 60))
 """(label, minutes) of the windows the burn rate is shown over."""
 
-_MINUTES_PER_DAY: Final = 24 * 60
+_MINUTES_PER_DAY: Final = DAY // MINUTE
 
 
 @dataclass(frozen=True, slots=True)

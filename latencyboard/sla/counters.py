@@ -18,10 +18,9 @@ import psycopg
 from latencyboard.sla.counting import ObjectiveSpec, count_minutes
 from latencyboard.spans.columns import SpanColumns, span_columns
 from latencyboard.storage import fold_spans, sla_minutes, thinning
-from latencyboard.windows import steps
+from latencyboard.windows import DAY, steps
 
 _BACKFILL_STEP: Final = dt.timedelta(hours=1)
-_DAY: Final = dt.timedelta(days=1)
 logger = logging.getLogger(__name__)
 
 
@@ -67,7 +66,7 @@ def backfill(
     first = first if since is None else max(first, since)
     # A thinned day keeps a sample of its spans: counting them would understate every
     # minute, so its counters stay unwritten for this objective.
-    thinned = set(thinning.thinned_days(cursor, first.date(), end.date() + _DAY))
+    thinned = set(thinning.thinned_days(cursor, first.date(), end.date() + DAY))
     if thinned:
         logger.warning(
             "sla.backfill_skipped_thinned",

@@ -23,7 +23,7 @@ from latencyboard.sla.models import (
     Objective,
     Window,
 )
-from latencyboard.windows import floor_minute
+from latencyboard.windows import SECOND, floor_minute
 
 
 class ObjectiveSerializer(serializers.ModelSerializer[Objective]):
@@ -224,7 +224,7 @@ class AttainmentSeriesSerializer(serializers.Serializer[maths.AttainmentSeries])
 
     @extend_schema_field(OpenApiTypes.INT)
     def get_step_seconds(self, series: maths.AttainmentSeries) -> int:
-        return series.step // dt.timedelta(seconds=1)
+        return series.step // SECOND
 
 
 class MaintenanceWindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):

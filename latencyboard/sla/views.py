@@ -29,7 +29,7 @@ from latencyboard.sla.forms import MaintenanceWindowForm, ObjectiveForm
 from latencyboard.sla.models import Objective
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role
-from latencyboard.windows import floor_minute
+from latencyboard.windows import HOUR, SECOND, floor_minute
 
 # A 28-day or one-month window in hours: at most 744 points, each still readable.
 CHART_STEP = dt.timedelta(hours=1)
@@ -111,7 +111,7 @@ def _detail(
     query = {
         "start": iso_utc(budget.window.start),
         "end": iso_utc(budget.window.end),
-        "step": str(CHART_STEP // dt.timedelta(seconds=1)),
+        "step": str(CHART_STEP // SECOND),
     }
     return render(
         request,
@@ -124,7 +124,7 @@ def _detail(
             "is_admin": has_role(request.user, objective.team, Role.ADMIN),
             "form": form,
             "series_url": f"{series_url}?{urlencode(query)}",
-            "chart_step_hours": CHART_STEP // dt.timedelta(hours=1),
+            "chart_step_hours": CHART_STEP // HOUR,
         },
         status=status,
     )

@@ -4,7 +4,7 @@ Cohort rows are read through the view of every cohort row, those rollup minutes 
 (``Rollup.cohorts``) included.
 
 A window is a list of segments (one resolution over a time range, see
-:mod:`latencyboard.rollups.cohort_windows`); each segment is one range scan of the table's
+:func:`latencyboard.windows.cover_window`); each segment is one range scan of the table's
 window index, joined with UNION ALL.
 """
 

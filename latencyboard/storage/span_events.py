@@ -14,7 +14,6 @@ event was stamped before it): compact, and exact where ``timestamptz`` keeps mic
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,8 +25,8 @@ import psycopg
 from latencyboard.db import read_connection as connection  # the replica for dashboards
 from latencyboard.storage.span_templates import json_list_bytes
 from latencyboard.storage.tables import SPAN_EVENTS
+from latencyboard.windows import from_unix_ns, unix_ns
 
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 MAX_DROPPED: Final = 2**31 - 1
 """The ``dropped_events`` column's largest value (int4); OTLP's count is a uint32."""
 _INSERT: Final = f"""
@@ -119,11 +118,6 @@ def dropped(rows: Iterable[EventRow]) -> tuple[int, int]:
     return events, sum(event[3] for row in rows for event in row.events)
 
 
-def start_time(start_ns: int) -> dt.datetime:
-    """The span table's ``start_time`` of a span starting at ``start_ns`` (microseconds)."""
-    return _EPOCH + dt.timedelta(microseconds=start_ns // 1000)
-
-
 def insert(cursor: psycopg.Cursor[Any], team_id: int, rows: Sequence[EventRow]) -> None:
     """Store the events of spans being stored in the cursor's transaction; those stored
     before (a retried request) are left as they are."""
@@ -135,16 +129,11 @@ def insert(cursor: psycopg.Cursor[Any], team_id: int, rows: Sequence[EventRow]) 
             team_id,
             [uuid.UUID(bytes=row.trace_id) for row in rows],
             [int.from_bytes(row.span_id, "big", signed=True) for row in rows],
-            [start_time(row.start_ns) for row in rows],
+            [from_unix_ns(row.start_ns) for row in rows],
             [row.dropped_events for row in rows],
             [row.document() for row in rows],
         ],
     )
-
-
-def _unix_ns(moment: dt.datetime) -> int:
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000
 
 
 def _read(rows: Iterable[tuple[Any, ...]]) -> dict[int, SpanEvents]:
@@ -152,7 +141,7 @@ def _read(rows: Iterable[tuple[Any, ...]]) -> dict[int, SpanEvents]:
     for span_id, start, dropped_events, events in rows:
         if isinstance(events, (str, bytes)):
             events = orjson.loads(events)
-        start_ns = _unix_ns(start)
+        start_ns = unix_ns(start)
         found[int(span_id)] = SpanEvents(
             tuple(
                 StoredEvent(name, start_ns + offset, attributes, dropped)

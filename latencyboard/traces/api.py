@@ -31,6 +31,7 @@ from latencyboard.traces.waterfall_serializers import (
     TraceWaterfallSerializer,
     trace_waterfall_data,
 )
+from latencyboard.windows import HOUR, MAX_TRACE_SEARCH_WINDOW
 
 _NOT_FOUND = OpenApiResponse(description="No such pipeline or stage in your teams.")
 _INVALID = OpenApiResponse(description="Invalid parameters, with an error per field.")
@@ -44,7 +45,7 @@ class TraceSearchView(HeavyRead, APIView):
         summary="Slowest traces matching filters",
         description="Root spans (end-to-end requests) of your pipelines that started in the "
         f"window, slowest first. The window defaults to the last hour and is at most "
-        f"{queries.MAX_WINDOW.total_seconds() / 3600:.0f} h: traces are searched in raw spans.",
+        f"{MAX_TRACE_SEARCH_WINDOW // HOUR} h: traces are searched in raw spans.",
         parameters=[TraceSearchQuerySerializer],
         responses={200: TraceSearchSerializer, 400: _INVALID, 404: _NOT_FOUND},
     )

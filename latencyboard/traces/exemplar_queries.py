@@ -11,14 +11,12 @@ from django.contrib.auth.models import AnonymousUser, User
 
 from latencyboard.storage import span_reads
 from latencyboard.traces.queries import (
-    MAX_WINDOW,
-    MINUTE,
     NS_PER_MS,
     TraceSummary,
     scope,
     summary,
 )
-from latencyboard.windows import floor_minute
+from latencyboard.windows import MAX_TRACE_SEARCH_WINDOW, MINUTE, floor_minute
 
 EXEMPLAR_COUNT: Final = 5
 
@@ -71,12 +69,14 @@ def trace_exemplars(
     Raises ``Pipeline.DoesNotExist``/``Stage.DoesNotExist`` outside the user's teams,
     :class:`~latencyboard.traces.queries.InvalidTraceQuery` for a stage of another pipeline,
     ValueError for a quantile outside [0, 1] or a width that is not whole minutes up to
-    :data:`~latencyboard.traces.queries.MAX_WINDOW`.
+    :data:`~latencyboard.windows.MAX_TRACE_SEARCH_WINDOW`.
     """
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile must lie in [0, 1], got {quantile!r}")
-    if not MINUTE <= width <= MAX_WINDOW or width % MINUTE:
-        raise ValueError(f"width must be whole minutes up to {MAX_WINDOW}, got {width!r}")
+    if not MINUTE <= width <= MAX_TRACE_SEARCH_WINDOW or width % MINUTE:
+        raise ValueError(
+            f"width must be whole minutes up to {MAX_TRACE_SEARCH_WINDOW}, got {width!r}"
+        )
     pipelines, stage = scope(user, pipeline_id, stage_id)
     (pipeline,) = pipelines
     minute = floor_minute(minute)

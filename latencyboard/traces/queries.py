@@ -8,7 +8,8 @@ Pipelines and stages of teams the user is not in do not exist here: asking for t
 
 Search and exemplars read raw spans (``latencyboard.storage.span_reads``) through the
 ``(pipeline_id, start_time)`` index, so their cost grows with the spans stored in the window;
-that is why a search window is bounded (:data:`MAX_WINDOW`).
+that is why a search window is bounded
+(:data:`~latencyboard.windows.MAX_TRACE_SEARCH_WINDOW`).
 """
 
 from __future__ import annotations
@@ -26,12 +27,11 @@ from django.contrib.auth.models import AnonymousUser, User
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.storage import span_reads
 from latencyboard.traces import ids
+from latencyboard.windows import HOUR, MAX_TRACE_SEARCH_WINDOW
 
-MAX_WINDOW: Final = dt.timedelta(hours=24)
 DEFAULT_WINDOW: Final = dt.timedelta(hours=1)
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
-MINUTE: Final = dt.timedelta(minutes=1)
 STATUS_ERROR: Final = span_reads.STATUS_ERROR
 NS_PER_MS: Final = 1_000_000
 
@@ -144,8 +144,8 @@ def search_traces(user: User | AnonymousUser, filters: TraceFilters) -> TraceSea
 
     Raises ``Pipeline.DoesNotExist``/``Stage.DoesNotExist`` for a pipeline or stage not in
     the user's teams, and :class:`InvalidTraceQuery` for a window that is empty or longer
-    than :data:`MAX_WINDOW`, duration bounds the wrong way round, a limit out of range, or a
-    stage of another pipeline than the one given.
+    than :data:`~latencyboard.windows.MAX_TRACE_SEARCH_WINDOW`, duration bounds the wrong way
+    round, a limit out of range, or a stage of another pipeline than the one given.
     """
     _check_window(filters.start, filters.end)
     if not 1 <= filters.limit <= MAX_LIMIT:
@@ -162,7 +162,7 @@ def search_traces(user: User | AnonymousUser, filters: TraceFilters) -> TraceSea
             team_ids=sorted({pipeline.team_id for pipeline in pipelines}),
             start=filters.start,
             end=filters.end,
-            late_end=filters.end + MAX_WINDOW,
+            late_end=filters.end + MAX_TRACE_SEARCH_WINDOW,
             stage_id=None if stage is None else stage.pk,
             min_ns=None if low is None else math.ceil(low * NS_PER_MS),
             max_ns=None if high is None else math.floor(high * NS_PER_MS),
@@ -226,8 +226,8 @@ def summary(row: Sequence[Any], names: dict[int, str]) -> TraceSummary:
 def _check_window(start: dt.datetime, end: dt.datetime) -> None:
     if end <= start:
         raise InvalidTraceQuery("end", "The window ends before it starts.")
-    if end - start > MAX_WINDOW:
-        hours = MAX_WINDOW // dt.timedelta(hours=1)
+    if end - start > MAX_TRACE_SEARCH_WINDOW:
+        hours = MAX_TRACE_SEARCH_WINDOW // HOUR
         raise InvalidTraceQuery(
             "end",
             f"At most {hours} h per search: traces are searched in raw spans, so a window "

@@ -16,18 +16,17 @@ from latencyboard.traces.queries import (
     DEFAULT_LIMIT,
     DEFAULT_WINDOW,
     MAX_LIMIT,
-    MAX_WINDOW,
-    MINUTE,
     AttributeFilter,
     TraceSearch,
     TraceSummary,
 )
+from latencyboard.windows import HOUR, MAX_TRACE_SEARCH_WINDOW, MINUTE
 
 DEFAULT_QUANTILE: Final = 0.99
 MAX_EXEMPLARS: Final = 20
 _NEAR = re.compile(r"p(\d{1,2}(?:\.\d{1,4})?)")
 _STAGE_ID = re.compile(r"\d{1,18}")  # fits a bigint, so a typo cannot overflow the query
-_WINDOW_HOURS: Final = MAX_WINDOW // dt.timedelta(hours=1)
+_WINDOW_HOURS: Final = MAX_TRACE_SEARCH_WINDOW // HOUR
 
 
 class TraceSearchQuerySerializer(serializers.Serializer):
@@ -47,7 +46,7 @@ class TraceSearchQuerySerializer(serializers.Serializer):
     start = bounds.MomentField(
         required=False,
         help_text="Earliest root span start, ISO 8601 (UTC unless an offset is given). "
-        f"Default with end: the last {DEFAULT_WINDOW // dt.timedelta(hours=1)} h.",
+        f"Default with end: the last {DEFAULT_WINDOW // HOUR} h.",
     )
     end = bounds.MomentField(
         required=False,
@@ -173,8 +172,8 @@ class ExemplarQuerySerializer(serializers.Serializer):
 
 def _minutes(value: dt.timedelta) -> dt.timedelta:
     """``value`` (read by :class:`bounds.DurationTextField`) when it is whole minutes, from
-    one minute to ``MAX_WINDOW``."""
-    if not MINUTE <= value <= MAX_WINDOW or value % MINUTE:
+    one minute to ``MAX_TRACE_SEARCH_WINDOW``."""
+    if not MINUTE <= value <= MAX_TRACE_SEARCH_WINDOW or value % MINUTE:
         raise serializers.ValidationError(f"Whole minutes from 1m to {_WINDOW_HOURS}h.")
     return value
 

@@ -21,6 +21,7 @@ from latencyboard.traces.serializers import (
     TraceSearchQuerySerializer,
 )
 from latencyboard.traces.waterfall_serializers import trace_waterfall_data
+from latencyboard.windows import HOUR, MAX_TRACE_SEARCH_WINDOW
 
 WINDOWS = ("15m", "1h", "6h", "24h")
 
@@ -35,7 +36,7 @@ def trace_search(request: HttpRequest) -> HttpResponse:
         "pipelines": queries.pipelines_of(request.user),
         "params": request.GET,
         "windows": WINDOWS,
-        "max_window_hours": int(queries.MAX_WINDOW.total_seconds() // 3600),
+        "max_window_hours": MAX_TRACE_SEARCH_WINDOW // HOUR,
     }
     exemplar_mode = "minute" in request.GET
     query = (

@@ -22,9 +22,9 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.storage import span_events, span_reads
 from latencyboard.teams.queries import teams_of
 from latencyboard.traces import waterfall
+from latencyboard.windows import unix_ns
 
 MAX_TRACE_SPANS: Final = 10_000
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class TraceNotFound(LookupError):
@@ -147,7 +147,7 @@ def trace_waterfall(user: User | AnonymousUser, trace_id: uuid.UUID) -> TraceWat
     ]
     timings = [
         waterfall.SpanTiming(
-            span.span_id, span.parent_span_id, _unix_ns(span.start_time), span.duration_ns
+            span.span_id, span.parent_span_id, unix_ns(span.start_time), span.duration_ns
         )
         for span in spans
     ]
@@ -157,7 +157,3 @@ def trace_waterfall(user: User | AnonymousUser, trace_id: uuid.UUID) -> TraceWat
         waterfall=waterfall.build(timings),
         truncated=len(rows) > MAX_TRACE_SPANS,
     )
-
-
-def _unix_ns(moment: dt.datetime) -> int:
-    return (moment - _EPOCH) // dt.timedelta(microseconds=1) * 1000

@@ -3,7 +3,6 @@ measures (ids in hex, as OpenTelemetry shows them)."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any, Final
 
 from rest_framework import serializers
@@ -13,6 +12,7 @@ from latencyboard.storage.span_events import StoredEvent
 from latencyboard.traces import ids
 from latencyboard.traces.serializers import RefSerializer
 from latencyboard.traces.waterfall_queries import TraceWaterfall
+from latencyboard.windows import from_unix_ns
 
 KIND_NAMES: Final = {
     0: "unspecified",
@@ -23,7 +23,6 @@ KIND_NAMES: Final = {
     5: "consumer",
 }
 STATUS_NAMES: Final = {0: "unset", 1: "ok", 2: "error"}
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 class SpanEventSerializer(serializers.Serializer):
@@ -173,7 +172,7 @@ def trace_waterfall_data(result: TraceWaterfall) -> dict[str, Any]:
 def _event_data(event: StoredEvent, trace_start_ns: int) -> dict[str, Any]:
     return {
         "name": event.name,
-        "time": iso_utc(_EPOCH + dt.timedelta(microseconds=event.time_unix_nano // 1000)),
+        "time": iso_utc(from_unix_ns(event.time_unix_nano)),
         "time_unix_nano": str(event.time_unix_nano),
         "offset_ms": (event.time_unix_nano - trace_start_ns) / 1e6,
         "attributes": event.attributes,

@@ -30,7 +30,7 @@ from latencyboard.rollups.models import Resolution
 from latencyboard.sla import services
 from latencyboard.sla.models import Objective, SlaMinute, Window
 from latencyboard.teams.models import Role
-from latencyboard.windows import MAX_WINDOW
+from latencyboard.windows import MAX_SERIES_WINDOW
 from tests.browser.conftest import LiveWeb, serve_web
 from tests.factories import make_team, make_user
 from tests.latencyboard.test_percentiles_api import add_rows
@@ -452,11 +452,11 @@ def test_a_range_whose_first_sample_reads_past_the_longest_window_is_a_400(scene
     params = {"query": "latencyboard_requests", "end": end.isoformat(), "step": "1d"}
 
     longest = client.get(
-        "/prometheus/api/v1/query_range", {**params, "start": (end - MAX_WINDOW).isoformat()}
+        "/prometheus/api/v1/query_range", {**params, "start": (end - MAX_SERIES_WINDOW).isoformat()}
     )
     a_day_less = client.get(
         "/prometheus/api/v1/query_range",
-        {**params, "start": (end - MAX_WINDOW + dt.timedelta(days=1)).isoformat()},
+        {**params, "start": (end - MAX_SERIES_WINDOW + dt.timedelta(days=1)).isoformat()},
     )
 
     assert longest.status_code == 400, longest.content

@@ -14,6 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
+from latencyboard import windows
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.spans.partitions import DayPartition
 from latencyboard.teams.models import Team
@@ -517,12 +518,12 @@ def test_exemplars_of_an_empty_minute(scene):
 def test_exemplars_of_a_chart_bucket_span_its_whole_step(scene, busy_minute):
     # when asked for the two minutes from MINUTE, as a chart with 2-minute steps would
     wide = exemplar_queries.trace_exemplars(
-        scene.member, scene.fraud.pk, None, MINUTE, 0.995, width=2 * queries.MINUTE
+        scene.member, scene.fraud.pk, None, MINUTE, 0.995, width=2 * windows.MINUTE
     )
     alone = exemplar_queries.trace_exemplars(scene.member, scene.fraud.pk, None, MINUTE, 0.995)
 
     # then the next minute's 100.4 ms request counts, and is the order statistic itself
-    assert (wide.n, wide.quantile_ms, wide.minute_end) == (102, 100.4, MINUTE + 2 * queries.MINUTE)
+    assert (wide.n, wide.quantile_ms, wide.minute_end) == (102, 100.4, MINUTE + 2 * windows.MINUTE)
     assert wide.traces[0].trace_id == trace_id(2001)
     # and the minute alone has neither
     assert (alone.n, alone.quantile_ms) == (101, 100.0)
@@ -554,7 +555,7 @@ def test_exemplars_api_takes_a_charts_step(client, scene, busy_minute):
     body = response.json()
     assert (body["minute"], body["end"]) == (
         iso(MINUTE),
-        iso(MINUTE + 2 * queries.MINUTE),
+        iso(MINUTE + 2 * windows.MINUTE),
     )
     assert (body["n"], body["quantile_ms"]) == (102, 100.4)
     assert body["traces"][0]["trace_id"] == hex_of(2001)
@@ -802,7 +803,7 @@ def test_search_page_shows_the_exemplars_of_a_wider_chart_bucket(client, scene, 
 
     assert page.status_code == 200
     html = page.content.decode()
-    assert f"{MINUTE:%Y-%m-%d %H:%M}\N{EN DASH}{MINUTE + 2 * queries.MINUTE:%H:%M} UTC" in html
+    assert f"{MINUTE:%Y-%m-%d %H:%M}\N{EN DASH}{MINUTE + 2 * windows.MINUTE:%H:%M} UTC" in html
     assert "computed exactly over the 102 spans of the 2 minutes" in html
     assert "100.400 ms" in html
 

@@ -1,4 +1,5 @@
-"""Tests for latencyboard.windows: step grid, resolution choice, retention fallback."""
+"""Tests for latencyboard.windows: Unix nanoseconds, step grid, resolution choice, retention
+fallback."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import datetime as dt
 import pytest
 
 from latencyboard.windows import (
-    MAX_WINDOW,
+    MAX_SERIES_WINDOW,
     Resolution,
     Segment,
     StoredRows,
@@ -16,10 +17,15 @@ from latencyboard.windows import (
     check_step,
     check_window,
     choose_resolution,
+    cover_window,
+    duration_ns,
+    finest_cover,
     floor_minute,
+    from_unix_ns,
     plan_window,
     point_count,
     preferred_resolution,
+    unix_ns,
 )
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
@@ -108,7 +114,7 @@ def test_steps_that_straddle_rollup_rows_are_rejected(step):
     [
         (NOW, NOW, "must end after it starts"),
         (NOW, ago(hours=1), "must end after it starts"),
-        (NOW - MAX_WINDOW - dt.timedelta(minutes=1), NOW, "at most 400 days"),
+        (NOW - MAX_SERIES_WINDOW - dt.timedelta(minutes=1), NOW, "at most 400 days"),
     ],
     ids=["empty", "reversed", "401-days"],
 )
@@ -118,7 +124,7 @@ def test_bad_windows_are_rejected(start, end, message):
 
 
 def test_a_window_of_exactly_400_days_is_accepted():
-    check_window(NOW - MAX_WINDOW, NOW)
+    check_window(NOW - MAX_SERIES_WINDOW, NOW)
 
 
 @pytest.mark.parametrize(
@@ -263,7 +269,8 @@ def test_finer_rows_keep_the_step_asked_for():
             ("day", at("2025-08-22 00:00"), at("2025-12-01 00:00")),
         ]),
         (at("2026-03-10 09:00"), NOW, HOUR, FRESH, [
-            ("hour", at("2026-03-10 09:00"), at("2026-03-10 11:00")),
+            ("minute", at("2026-03-10 09:00"), at("2026-03-10 10:00")),
+            ("hour", at("2026-03-10 10:00"), at("2026-03-10 11:00")),
             ("minute", at("2026-03-10 11:00"), NOW),
         ]),
         (ago(days=1), NOW, HOUR, NO_ROWS, [("minute", ago(days=1), NOW)]),
@@ -285,6 +292,12 @@ def test_the_newest_part_of_a_window_is_read_from_finer_rows(start, end, step, r
     assert plan.segments == tuple(Segment(*segment) for segment in expected)
 
 
+def test_a_fresh_pipelines_plan_is_at_the_resolution_most_of_it_comes_from():
+    plan = plan_window(at("2026-03-10 09:00"), NOW, HOUR, FRESH)
+
+    assert plan.resolution == "hour"
+
+
 def test_plan_rejects_a_bad_step_before_looking_at_rows():
     with pytest.raises(ValueError, match="step must"):
         plan_window(ago(hours=3), NOW, 7 * MINUTE, STEADY)
@@ -301,3 +314,112 @@ def test_a_minute_is_floored_in_utc_whatever_the_zone_it_is_given_in():
     assert floor_minute(moment).tzinfo is dt.UTC
     with pytest.raises(ValueError, match="aware"):
         floor_minute(dt.datetime(2026, 3, 10, 12, 34))
+
+
+UTC = dt.UTC
+
+
+@pytest.mark.parametrize(
+    ("moment", "ns"),
+    [
+        pytest.param(dt.datetime(1970, 1, 1, tzinfo=UTC), 0, id="epoch"),
+        pytest.param(
+            dt.datetime(2026, 3, 10, 12, 0, 0, 250_001, tzinfo=UTC),
+            1_773_144_000_250_001_000,
+            id="microseconds-exact",
+        ),
+        pytest.param(
+            dt.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), -1000, id="before-1970"
+        ),
+        pytest.param(dt.datetime(1, 1, 1, tzinfo=UTC), -62_135_596_800 * 10**9, id="year-1"),
+        pytest.param(
+            dt.datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+            253_402_300_799_999_999_000,
+            id="year-9999",
+        ),
+        pytest.param(
+            dt.datetime(2026, 3, 10, 13, 0, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+            1_773_144_000 * 10**9,
+            id="other-zone",
+        ),
+    ],
+)
+def test_unix_ns_counts_every_nanosecond_from_the_epoch_and_back(moment, ns):
+    assert unix_ns(moment) == ns
+    assert from_unix_ns(ns) == moment
+
+
+@pytest.mark.parametrize(
+    ("ns", "moment"),
+    [
+        pytest.param(1999, dt.datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC), id="cut-not-rounded"),
+        pytest.param(
+            -1, dt.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), id="before-1970-down"
+        ),
+        pytest.param(
+            1_773_144_000_250_001_999,
+            dt.datetime(2026, 3, 10, 12, 0, 0, 250_001, tzinfo=UTC),
+            id="span-start",
+        ),
+    ],
+)
+def test_from_unix_ns_cuts_to_the_microsecond_at_or_before(ns, moment):
+    assert from_unix_ns(ns) == moment
+    assert from_unix_ns(ns).tzinfo == UTC
+
+
+def test_unix_ns_refuses_a_naive_datetime():
+    with pytest.raises(TypeError):
+        unix_ns(dt.datetime(2026, 3, 10, 12, 0))
+
+
+def test_duration_ns_is_exact_for_long_durations():
+    assert duration_ns(dt.timedelta(days=30)) == 30 * 86_400 * 10**9
+    assert duration_ns(dt.timedelta(microseconds=-3)) == -3000
+
+
+# --- tiling a window for a whole-window answer ----------------------------------------------
+
+T = dt.datetime(2026, 3, 10, tzinfo=dt.UTC)
+H = dt.timedelta(hours=1)
+D = dt.timedelta(days=1)
+M = dt.timedelta(minutes=1)
+
+# Days compacted up to the 8th, hours up to 11:00 on the 10th, minutes for the last 2 days.
+STORED: dict[Resolution, StoredRows | None] = {
+    "day": StoredRows(T - 30 * D, T - 2 * D),
+    "hour": StoredRows(T - 20 * D, T + 11 * H),
+    "minute": StoredRows(T - 2 * D, T + 12 * H + 10 * M),
+}
+
+
+def test_a_window_is_tiled_by_days_then_hours_then_minutes_without_overlap():
+    start, end = T - 5 * D + 30 * M, T + 12 * H + 7 * M
+
+    segments = cover_window(start, end, STORED)
+
+    assert segments == [
+        Segment("minute", start, T - 5 * D + H),
+        Segment("hour", T - 5 * D + H, T - 4 * D),
+        Segment("day", T - 4 * D, T - D),
+        Segment("hour", T - D, T + 12 * H),
+        Segment("minute", T + 12 * H, end),
+    ]
+
+
+def test_a_pipeline_without_coarse_rows_is_read_from_minutes():
+    only_minutes: dict[Resolution, StoredRows | None] = {"minute": StoredRows(T, T + 9 * M)}
+
+    segments = cover_window(T, T + 10 * M, only_minutes)
+
+    assert segments == [Segment("minute", T, T + 10 * M)]
+
+
+def test_finest_cover_prefers_minutes_then_hours_then_days():
+    segments = finest_cover(T - 25 * D + 5 * H, T + 12 * H, STORED)
+
+    assert segments == [
+        Segment("day", T - 25 * D, T - 20 * D),
+        Segment("hour", T - 20 * D, T - 2 * D),
+        Segment("minute", T - 2 * D, T + 12 * H),
+    ]

@@ -92,6 +92,24 @@ def test_each_hour_is_previewed_against_the_same_hours_of_the_previous_days():
     assert previewed.alerts == ()
 
 
+def test_same_hours_not_compacted_into_hour_rows_yet_count_from_their_minutes():
+    # Given 4 days of a stage 30% slower every day from 10:00 to 13:00, its last 30 hours
+    # (yesterday's slow hours among them) still in minute rollups only.
+    scene = make_scene()
+    end = NOW.replace(hour=14, minute=0, second=0)
+    put_slow_hours(scene, end, days=4, minute_hours=30)
+    compute_baselines(end)
+
+    # When the rule is previewed at 14:00.
+    previewed = preview_rule(scene.rule, [scene.stage], end)
+
+    # Then the start of the slow hours, today's and yesterday's, pages no one: they are
+    # compared with the same hours of three previous days, yesterday's read from its
+    # minutes as the baseline job reads them (the hour rows alone hold two such days, too
+    # few for a same-hours baseline, and against the trailing one 10:00 pages).
+    assert [alert.fired_at for alert in previewed.alerts if alert.fired_at.hour == 10] == []
+
+
 def test_the_preview_api_answers_admins_with_the_alerts_and_saves_nothing(client):
     scene = make_scene()
     at = timezone.now() - dt.timedelta(hours=HOURS + 1)

@@ -1,9 +1,11 @@
-"""Reads of whole-window sketches: one merged sketch per series (end to end or a stage) of a
-pipeline, or of each value of a cohort attribute, over any window of whole minutes.
+"""The sketches of a window: the per-minute, hour and day rollup sketches of any window of
+whole minutes merged into one sketch per series (end to end or a stage) of a pipeline, or per
+value of a cohort attribute. Compare, the attribute breakdown, baselines, the evaluator, the
+rule preview and the reports all read windows through here.
 
 Every span the rollups hold for the window counts once: the rows read tile the window
-(:func:`~latencyboard.rollups.cohort_windows.cover_window`). Callers scope the pipeline to
-the user's teams first.
+(:func:`~latencyboard.windows.cover_window`). Callers scope the pipeline to the user's teams
+first.
 """
 
 from __future__ import annotations
@@ -16,11 +18,10 @@ from typing import Any
 
 from latencyboard.db import read_connection as connection  # the replica for dashboards
 from latencyboard.pipelines.models import Pipeline
-from latencyboard.rollups.cohort_windows import cover_window, finest_cover
 from latencyboard.rollups.queries import stored_rows
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.storage import cohort_reads, tables
-from latencyboard.windows import RESOLUTION_SECONDS, Segment
+from latencyboard.windows import Segment, cover_window
 
 END_TO_END_KEY = cohort_reads.END_TO_END_KEY
 """The series key of end-to-end latency; other keys are stage ids."""
@@ -66,8 +67,18 @@ def stage_sketches(
 ) -> dict[int | None, Sketch]:
     """:func:`series_sketches` of ``[start, end)`` keyed as the alert baselines store stages:
     by stage id, end to end by None."""
-    found = series_sketches(pipeline.pk, window_segments(pipeline, start, end))
-    return {None if key == END_TO_END_KEY else key: sketch for key, sketch in found.items()}
+    return windows_stage_sketches(pipeline, [(start, end)])[0]
+
+
+def windows_stage_sketches(
+    pipeline: Pipeline, windows: Sequence[tuple[dt.datetime, dt.datetime]]
+) -> list[dict[int | None, Sketch]]:
+    """:func:`stage_sketches` of each window, read in one statement."""
+    found = windows_sketches(pipeline.pk, windows_segments(pipeline, windows))
+    return [
+        {None if key == END_TO_END_KEY else key: sketch for key, sketch in side.items()}
+        for side in found
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,17 +112,3 @@ def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
-
-
-def version_buckets(
-    pipeline: Pipeline, attributes: Sequence[str], start: dt.datetime, end: dt.datetime
-) -> list[tuple[str, str, dt.datetime, int, int]]:
-    """Each bucket of ``[start, end)`` in which a value of one of ``attributes`` was seen in
-    the pipeline: ``(attribute, value, bucket_start, bucket seconds, spans)``, from the
-    finest rows kept: minutes, hours before them, days before those."""
-    segments = finest_cover(start, end, stored_rows(tables.ROLLUP, pipeline.pk))
-    if not segments:
-        return []
-    sized = [(part, RESOLUTION_SECONDS[part.resolution]) for part in segments]
-    sql, params = cohort_reads.version_buckets(pipeline.pk, attributes, sized)
-    return [(a, v, b, int(s), int(n)) for a, v, b, s, n in _fetch(sql, params)]
