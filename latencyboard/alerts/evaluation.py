@@ -13,11 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from latencyboard.alerts import burn_rate, evidence, lifecycle, regression
 from latencyboard.alerts.baselines import detector_baselines
 from latencyboard.alerts.cohort_mix import assess_mix
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.services import advance
+from latencyboard.detectors import burn_rate, evidence, lifecycle, regression
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.cohort_queries import stage_sketches
 from latencyboard.rollups.queries import END_TO_END

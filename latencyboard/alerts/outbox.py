@@ -16,11 +16,11 @@ from django.db.models import Case, Count, F, Value, When
 from django.urls import reverse
 
 from latencyboard.alerts.backoff import Schedule, next_delay
-from latencyboard.alerts.evidence import change_words
 from latencyboard.alerts.links import absolute, alert_links
 from latencyboard.alerts.models import AlertEvent, AlertStatus, Delivery, DeliveryStatus
 from latencyboard.alerts.services import SEND_DELIVERIES_TASK
 from latencyboard.alerts.slots import Head, Urgency, next_delivery
+from latencyboard.detectors.evidence import change_words
 from latencyboard.notifications.delivery import deliver
 from latencyboard.notifications.message import channel_test_notice
 from latencyboard.notifications.notice import Action, Attempt, Notice, Severity, Verdict

@@ -22,11 +22,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from latencyboard.alerts import queries, services
 from latencyboard.alerts.charts import alert_chart
-from latencyboard.alerts.evidence import change_words
 from latencyboard.alerts.forms import ChannelForm, NoteForm, RuleForm, SilenceForm
 from latencyboard.alerts.links import alert_links
 from latencyboard.alerts.models import Alert, Delivery
 from latencyboard.alerts.rule_reach import rule_reach
+from latencyboard.detectors.evidence import change_words
 from latencyboard.teams.issued import keep_once, take_once
 from latencyboard.teams.queries import has_role
 from latencyboard.web.heavy_reads import heavy_read

@@ -8,14 +8,14 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from latencyboard.alerts.evidence import (
+from latencyboard.compare.stats import Change, compare_sketches
+from latencyboard.detectors.evidence import (
     change_intervals,
     current_evidence,
     quantile_name,
     regression_evidence,
 )
-from latencyboard.alerts.regression import Baseline, RegressionRule, evaluate
-from latencyboard.compare.stats import Change, compare_sketches
+from latencyboard.detectors.regression import Baseline, RegressionRule, evaluate
 from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.stats.interval import quantile_intervals

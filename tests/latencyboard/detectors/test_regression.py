@@ -1,4 +1,4 @@
-"""Tests for latencyboard.alerts.regression: when the binomial tail tests and the rank test
+"""Tests for latencyboard.detectors.regression: when the binomial tail tests and the rank test
 fire, and their evidence."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from latencyboard.alerts.regression import Baseline, Method, RegressionRule, Status, evaluate
+from latencyboard.detectors.regression import Baseline, Method, RegressionRule, Status, evaluate
 from latencyboard.sketches.sketch import Sketch
 
 WEEK_START = datetime(2026, 3, 1, tzinfo=UTC)

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from latencyboard.alerts.burn_rate import BurnEvaluation
-from latencyboard.alerts.mix import Label, MixDecomposition
-from latencyboard.alerts.regression import (
+from latencyboard.detectors.burn_rate import BurnEvaluation
+from latencyboard.detectors.mix import Label, MixDecomposition
+from latencyboard.detectors.regression import (
     MEDIAN,
     Baseline,
     Evaluation,

@@ -6,7 +6,7 @@ that is a *mix shift*, and on-call should hear "60% of traffic now on v8" rather
 "regression".
 
 The decomposition, at the pooled baseline's ``q`` quantile threshold ``T`` (counted above its
-bucket, as in :mod:`latencyboard.alerts.tail`)::
+bucket, as in :mod:`latencyboard.detectors.tail`)::
 
     k       values of the window above T                      (observed)
     E0      n * r_b, r_b the pooled baseline's rate above T  (no change at all)
@@ -56,14 +56,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from latencyboard.alerts.regression import (
+from latencyboard.detectors.regression import (
     Baseline,
     QuantileTest,
     RegressionRule,
     large_enough,
     quantile_tests,
 )
-from latencyboard.alerts.tail import bucket_counts, count_above, threshold_of
+from latencyboard.detectors.tail import bucket_counts, count_above, threshold_of
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.stats.binomial import binomial_upper_tail
 from latencyboard.stats.rank import MIN_VALUES, rank_shift

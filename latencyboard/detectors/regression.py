@@ -4,7 +4,7 @@ stage's baseline.
 The tests
     For each stage and each tested quantile ``q`` (p90, p95, p99 by default), count the ``k``
     of the window's ``n`` values above the baseline's ``q`` quantile (above its bucket, see
-    :mod:`latencyboard.alerts.tail`). With no change, each value lands there with probability
+    :mod:`latencyboard.detectors.tail`). With no change, each value lands there with probability
     at most ``1 - q``, so ``k`` is at most ``Binomial(n, 1 - q)`` and ``P(K >= k)`` is a valid
     one-sided p-value, whatever the latency distribution.
 
@@ -45,7 +45,7 @@ The false-alarm budget
     which removes most of the rest, inside the budget of 1. Against the trailing week a
     stage with a daily cycle of more than the effect floor would fire at its slow hours
     every day: the baseline is the same hours of the previous days once they hold the
-    values (:mod:`latencyboard.alerts.seasonal`).
+    values (:mod:`latencyboard.detectors.seasonal`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts.tail import Threshold, bucket_counts, count_above, threshold_of
+from latencyboard.detectors.tail import Threshold, bucket_counts, count_above, threshold_of
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.stats.binomial import binomial_upper_tail, holm_rejections
@@ -108,7 +108,7 @@ class Status(StrEnum):
 @dataclass(frozen=True)
 class Baseline:
     """A stage's latencies over a trailing window, or over the same hours of the previous
-    days (``seasonal``, :mod:`latencyboard.alerts.seasonal`), as the baseline job stores
+    days (``seasonal``, :mod:`latencyboard.detectors.seasonal`), as the baseline job stores
     them."""
 
     sketch: Sketch

@@ -2,7 +2,7 @@
 finds within its window, and the window a +25% shift needs (pure: no Django).
 
 A shift here is the stage's whole distribution scaled by ``1 + d`` (every request ``d``
-slower). For each test of the detector (:mod:`latencyboard.alerts.regression`) its power
+slower). For each test of the detector (:mod:`latencyboard.detectors.regression`) its power
 against that shift is worked out from the stage's own baseline, not from an assumed shape:
 
 * the count test at ``q``: with ``n`` values in the window, the count above the baseline
@@ -33,8 +33,8 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts.regression import MEDIAN, Baseline, RegressionRule
-from latencyboard.alerts.tail import threshold_of
+from latencyboard.detectors.regression import MEDIAN, Baseline, RegressionRule
+from latencyboard.detectors.tail import threshold_of
 from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
 from latencyboard.stats.binomial import binomial_upper_tail
 from latencyboard.stats.rank import MIN_VALUES

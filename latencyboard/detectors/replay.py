@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from latencyboard.alerts import lifecycle, regression
-from latencyboard.alerts.evidence import quantile_name
-from latencyboard.alerts.tail import counts_above_many, pairs_above_many
+from latencyboard.detectors import lifecycle, regression
+from latencyboard.detectors.evidence import quantile_name
+from latencyboard.detectors.tail import counts_above_many, pairs_above_many
 from latencyboard.sketches.sketch import merge_many
 from latencyboard.stats.binomial import binomial_upper_tail
 from latencyboard.stats.rank import MIN_VALUES, smallest_p_values
