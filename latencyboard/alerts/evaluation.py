@@ -78,7 +78,7 @@ def newest_root_stages(pipeline_id: int, now: dt.datetime) -> tuple[int, ...]:
 def detector_of(rule: Rule) -> regression.RegressionRule:
     """The regression detector's settings of ``rule``."""
     return regression.RegressionRule(
-        family_alpha=rule.significance,
+        significance=rule.significance,
         min_relative_effect=rule.min_effect_percent / 100.0,
         min_absolute_effect_ms=rule.min_effect_ms,
         min_baseline_count=settings.ALERT_BASELINE_MIN_COUNT,

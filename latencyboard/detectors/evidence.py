@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from latencyboard.detectors.burn_rate import BurnEvaluation
@@ -39,10 +40,18 @@ def quantile_name(q: float) -> str:
     return f"p{q * 100:g}"
 
 
+def level_words(confidence: float) -> str:
+    """An interval's ``confidence`` in percent, to the digits it has: 0.95 is "95%", one
+    minus a rule's significance of 1e-5 "99.999%" (never rounded up to 100%)."""
+    miss = Decimal(f"{(1.0 - confidence) * 100:.3g}")
+    return f"{Decimal(100) - miss:f}%"
+
+
 @dataclass(frozen=True)
 class Changes:
     """Bounds for the change, window minus baseline, of each tested quantile (ms, by
-    quantile), simultaneous at ``confidence`` over the quantiles ``over``."""
+    quantile), simultaneous at ``confidence`` (the rule's, one minus its significance) over
+    the quantiles ``over``."""
 
     confidence: float
     over: tuple[float, ...]

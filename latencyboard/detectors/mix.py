@@ -21,13 +21,13 @@ counts as mix, and it is judged against the version it replaces instead (the coh
 the largest baseline share): over the same window when that version still has
 ``MIN_VALUES`` values in it (a canary: both see the same hour's traffic), else against its
 baseline (a rollout to 100%), with the rank test of :mod:`latencyboard.stats.rank` (valid
-with two samples of any size) at ``family_alpha`` shared among the new versions, and the
+with two samples of any size) at ``significance`` shared among the new versions, and the
 rule's minimum effect at the median or ``q``. A new version slower than that is a
 *regression of the deploy* ("regression in v8, now 100% of traffic: p99 +35% over v7"),
 whatever share of traffic it took. ``within`` is tested properly, cohort by cohort, with the
 regression detector's tests against each cohort's own baseline (Holm over cohorts); the mix is
 *significant* when the count it predicts, ``E_mix``, would itself be significant against
-``Binomial(n, 1 - q)`` at the rule's ``family_alpha``; ``within`` is significant when ``k``
+``Binomial(n, 1 - q)`` at the rule's ``significance``; ``within`` is significant when ``k``
 is, against ``Binomial(n, E_mix / n)`` (the current mix with each cohort as in its baseline;
 wider than the exact sum of the cohorts' binomials, so it asks more before blaming them).
 
@@ -210,7 +210,7 @@ def _deploys(
     for name in new:
         window = windows[name]
         p_value = rank_shift(*bucket_counts(against), *bucket_counts(window)).p_value
-        if p_value > rule.family_alpha / len(new):
+        if p_value > rule.significance / len(new):
             continue
         effects = [(level, against.quantile(level), window.quantile(level)) for level in (0.5, q)]
         level, before, now = max(effects, key=lambda e: _ratio(e[1], e[2]))
@@ -243,8 +243,8 @@ def decompose(
 ) -> MixDecomposition:
     """Split one stage's change at quantile ``q``: ``baselines`` and ``windows`` map each
     cohort to its baseline and to its recent window's sketch (a cohort may be missing from
-    either). ``rule`` gives the cohort tests' settings and the significance level
-    (``family_alpha``); ``attribute`` names the cohorts' attribute in the message
+    either). ``rule`` gives the cohort tests' settings and their level (its
+    ``significance``); ``attribute`` names the cohorts' attribute in the message
     ("service.version 3.4.1"). Raises ValueError when the baselines or the windows are all empty.
     """
     rule = rule or RegressionRule()
@@ -291,7 +291,7 @@ def decompose(
     mix_p_value = binomial_upper_tail(math.floor(expected_with_mix), n, 1.0 - q)
     within_p_value = binomial_upper_tail(k, n, min(1.0, expected_with_mix / n))
     within, mix = k - expected_with_mix, expected_with_mix - expected
-    anomalous = p_value <= rule.family_alpha or mix_p_value <= rule.family_alpha
+    anomalous = p_value <= rule.significance or mix_p_value <= rule.significance
     regressed = [c for c in cohorts if c.regressed and c.cohort not in slower]
     result = tuple(cohorts)
     label, cohort, message = Label.NO_CHANGE, None, "no change"
@@ -307,7 +307,7 @@ def decompose(
         worst = max(regressed, key=lambda c: max(t.effect_ms for t in c.tests if t.fired))
         cohort, message = worst.cohort, _regression_message(worst, attribute)
         label = Label.REGRESSION
-        if mix_p_value <= rule.family_alpha and mix >= MIX_SHARE * (k - expected):
+        if mix_p_value <= rule.significance and mix >= MIX_SHARE * (k - expected):
             label = Label.MIX_SHIFT_AND_REGRESSION
             driver = _driver(result, rate)
             message = f"{_mix_message(q, driver, result, attribute)}; {message}"
@@ -316,13 +316,13 @@ def decompose(
         and mix > 0
         and (
             mix >= within
-            or (mix >= MIX_SHARE * (k - expected) and within_p_value > rule.family_alpha)
+            or (mix >= MIX_SHARE * (k - expected) and within_p_value > rule.significance)
         )
     ):
         driver = _driver(result, rate)
         label, cohort = Label.MIX_SHIFT, driver.cohort
         message = _mix_message(q, driver, result, attribute)
-    elif p_value <= rule.family_alpha:
+    elif p_value <= rule.significance:
         label = Label.REGRESSION
         message = f"regression: {k} of {n} above the baseline {_name(q)} ({expected:.1f} expected)"
     return MixDecomposition(

@@ -88,7 +88,7 @@ def reach(
 ) -> Reach:
     """The rule's reach in a stage (its ready ``baseline``) at ``per_minute`` requests a
     minute, in an evaluation of ``family`` tests."""
-    level = rule.family_alpha / max(family, 1)
+    level = rule.significance / max(family, 1)
     found = _detectable(baseline, round(per_minute * window_minutes), rule, level)
     return Reach(
         per_minute,

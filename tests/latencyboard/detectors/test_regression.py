@@ -148,8 +148,8 @@ def test_the_level_is_corrected_for_every_stage_and_quantile_tested() -> None:
     smallest = min(test.p_value for test in evaluate(baselines, windows).stages[3].tests)
     # when the family-wise level sits just above the smallest p-value, it is not enough:
     # Holm compares the smallest with alpha / 24
-    below = evaluate(baselines, windows, replace(RegressionRule(), family_alpha=smallest * 23))
-    above = evaluate(baselines, windows, replace(RegressionRule(), family_alpha=smallest * 24))
+    below = evaluate(baselines, windows, replace(RegressionRule(), significance=smallest * 23))
+    above = evaluate(baselines, windows, replace(RegressionRule(), significance=smallest * 24))
     assert not any(test.significant for stage in below.stages for test in stage.tests)
     assert any(test.significant for test in above.stages[3].tests)
 
