@@ -8,7 +8,6 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from latencyboard.compare.stats import Change, compare_sketches
 from latencyboard.detectors.evidence import (
     change_intervals,
     current_evidence,
@@ -18,6 +17,7 @@ from latencyboard.detectors.evidence import (
 from latencyboard.detectors.regression import Baseline, RegressionRule, evaluate
 from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats.comparison import Change, compare_sketches
 from latencyboard.stats.interval import quantile_intervals
 
 WEEK_END = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
