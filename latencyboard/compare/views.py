@@ -15,6 +15,7 @@ from django.utils import timezone
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.stats import comparison
+from latencyboard.stats.labels import quantile_label
 from latencyboard.windows import floor_minute
 
 
@@ -26,7 +27,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         "api": reverse("api-compare"),
         "now": floor_minute(timezone.now()).isoformat(),
         "attributes": sorted({key for p in pipelines for key in cohort_attributes(p)}),
-        "quantiles": [comparison.quantile_label(q) for q in comparison.QUANTILES],
+        "quantiles": [quantile_label(q) for q in comparison.QUANTILES],
     }
     method = {
         "confidence_pct": round(comparison.CONFIDENCE * 100),
@@ -34,9 +35,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         "relative_error_pct": round(RELATIVE_ERROR * 100),
         "min_delta_ms": thresholds.min_delta_ms,
         "min_delta_pct": thresholds.min_delta_pct,
-        "min_spans": [
-            (comparison.quantile_label(q), comparison.min_spans(q)) for q in comparison.QUANTILES
-        ],
+        "min_spans": [(quantile_label(q), comparison.min_spans(q)) for q in comparison.QUANTILES],
         "tail_spans": comparison.MIN_TAIL_SPANS,
         "per_quantile_pct": round(
             100 - (100 - comparison.CONFIDENCE * 100) / len(comparison.QUANTILES), 1

@@ -21,6 +21,7 @@ from latencyboard.detectors.regression import (
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.stats.difference import quantile_change_intervals
 from latencyboard.stats.interval import Interval
+from latencyboard.stats.labels import quantile_label
 
 
 def _finite(value: float) -> float | None:
@@ -34,10 +35,6 @@ def _interval(interval: Interval) -> dict[str, float | None]:
         "low": _finite(interval.low),
         "high": _finite(interval.high),
     }
-
-
-def quantile_name(q: float) -> str:
-    return f"p{q * 100:g}"
 
 
 def level_words(confidence: float) -> str:
@@ -94,7 +91,7 @@ def _change(test: QuantileTest, changes: Changes) -> dict[str, Any]:
         "low_percent": percent(low),
         "high_percent": percent(high),
         "confidence": changes.confidence,
-        "over": [quantile_name(q) for q in changes.over],
+        "over": [quantile_label(q) for q in changes.over],
     }
 
 
@@ -107,7 +104,7 @@ def regression_evidence(
     return {
         "detector": "regression",
         "test": str(test.method),
-        "quantile": quantile_name(test.q),
+        "quantile": quantile_label(test.q),
         "baseline": _interval(test.baseline),
         "current": _interval(test.current),
         "baseline_n": stage.baseline_count,
@@ -129,7 +126,7 @@ def current_evidence(stage: StageResult, changes: Changes) -> dict[str, Any]:
     return {
         "n": stage.n,
         "quantiles": {
-            quantile_name(test.q): {
+            quantile_label(test.q): {
                 "baseline": _interval(test.baseline),
                 "current": _interval(test.current),
                 "k": test.k,
@@ -152,7 +149,7 @@ def mix_evidence(attribute: str, split: MixDecomposition) -> dict[str, Any]:
         "label": str(split.label),
         "cohort": split.cohort,
         "message": split.message,
-        "quantile": quantile_name(split.q),
+        "quantile": quantile_label(split.q),
         "threshold_ms": split.threshold_ms,
         "n": split.n,
         "k": split.k,

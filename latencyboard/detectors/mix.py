@@ -66,6 +66,7 @@ from latencyboard.detectors.regression import (
 from latencyboard.detectors.tail import bucket_counts, count_above, threshold_of
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.stats.binomial import binomial_upper_tail
+from latencyboard.stats.labels import quantile_label
 from latencyboard.stats.rank import MIN_VALUES, rank_shift
 
 __all__ = ["MIX_SHARE", "CohortChange", "Label", "MixDecomposition", "decompose"]
@@ -136,10 +137,6 @@ def _percent(value: float) -> str:
     return f"{round(value * 100)}%"
 
 
-def _name(q: float) -> str:
-    return f"p{q * 100:g}"
-
-
 def _named(attribute: str, cohort: str) -> str:
     """ "service.version 3.4.1": a cohort with the attribute it is a value of."""
     return f"{attribute} {cohort}" if attribute else cohort
@@ -162,13 +159,13 @@ def _mix_message(
         return text
     change = driver.current_ms / reference_ms - 1.0
     side = "above" if change >= 0 else "below"
-    return f"{text}, whose {_name(q)} is {_percent(abs(change))} {side} {reference.cohort}"
+    return f"{text}, whose {quantile_label(q)} is {_percent(abs(change))} {side} {reference.cohort}"
 
 
 def _regression_message(cohort: CohortChange, attribute: str) -> str:
     test = max((t for t in cohort.tests if t.fired), key=lambda t: t.effect_ms)
     return (
-        f"regression in {_named(attribute, cohort.cohort)}: {_name(test.q)} "
+        f"regression in {_named(attribute, cohort.cohort)}: {quantile_label(test.q)} "
         f"{test.baseline.estimate:.1f} → {test.current.estimate:.1f} ms "
         f"(+{_percent(test.effect_relative)})"
     )
@@ -229,7 +226,7 @@ def _deploy_message(deploy: _Deploy, share: float, attribute: str) -> str:
     change = f" +{_percent(ratio - 1.0)}" if math.isfinite(ratio) else ""
     return (
         f"regression in {_named(attribute, deploy.cohort)}, now {_percent(share)} of traffic: "
-        f"{_name(deploy.q)}{change} over {deploy.reference} "
+        f"{quantile_label(deploy.q)}{change} over {deploy.reference} "
         f"({deploy.reference_ms:.1f} → {deploy.current_ms:.1f} ms)"
     )
 
@@ -324,7 +321,10 @@ def decompose(
         message = _mix_message(q, driver, result, attribute)
     elif p_value <= rule.significance:
         label = Label.REGRESSION
-        message = f"regression: {k} of {n} above the baseline {_name(q)} ({expected:.1f} expected)"
+        message = (
+            f"regression: {k} of {n} above the baseline {quantile_label(q)} "
+            f"({expected:.1f} expected)"
+        )
     return MixDecomposition(
         q,
         threshold.upper_edge_ms,

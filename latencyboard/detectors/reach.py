@@ -37,6 +37,7 @@ from latencyboard.detectors.regression import MEDIAN, Baseline, RegressionRule
 from latencyboard.detectors.tail import threshold_of
 from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
 from latencyboard.stats.binomial import binomial_upper_tail
+from latencyboard.stats.labels import quantile_label
 from latencyboard.stats.rank import MIN_VALUES
 
 __all__ = ["POWER", "TARGET", "Reach", "family_size", "reach"]
@@ -121,7 +122,7 @@ def _detectable(
             continue
         shift = max(_bisect(power), floor_ms)
         if best is None or shift < best[0]:
-            best = (shift, f"p{round(q * 100):d}")
+            best = (shift, quantile_label(q))
     return best
 
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from latencyboard.detectors import lifecycle, regression
-from latencyboard.detectors.evidence import quantile_name
 from latencyboard.detectors.tail import counts_above_many, pairs_above_many
 from latencyboard.sketches.sketch import merge_many
 from latencyboard.stats.binomial import binomial_upper_tail
+from latencyboard.stats.labels import quantile_label
 from latencyboard.stats.rank import MIN_VALUES, smallest_p_values
 
 MINUTE = dt.timedelta(minutes=1)
@@ -156,7 +156,7 @@ def _fired(stage: regression.StageResult, at: dt.datetime) -> ReplayedAlert:
         stage=stage.stage,
         fired_at=at,
         resolved_at=None,
-        quantile=quantile_name(test.q),
+        quantile=quantile_label(test.q),
         baseline_ms=test.baseline.estimate,
         current_ms=test.current.estimate,
         effect_pct=100.0 * test.effect_relative,

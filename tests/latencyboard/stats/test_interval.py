@@ -11,7 +11,6 @@ import pytest
 from latencyboard.detectors.evidence import (
     change_intervals,
     current_evidence,
-    quantile_name,
     regression_evidence,
 )
 from latencyboard.detectors.regression import Baseline, RegressionRule, evaluate
@@ -19,6 +18,7 @@ from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.stats.comparison import Change, compare_sketches
 from latencyboard.stats.interval import quantile_intervals
+from latencyboard.stats.labels import quantile_label
 
 WEEK_END = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
 
@@ -93,9 +93,9 @@ def test_compare_and_an_alert_over_the_same_sketches_quote_the_same_change_inter
     compared = compare_sketches(week, window, quantiles=quoted, confidence=confidence)
     # then the alert quotes every one of those quantiles' change with compare's interval,
     # to the last digit, and says at which confidence and over which quantiles
-    assert set(latest) == {quantile_name(q) for q in quoted}
+    assert set(latest) == {quantile_label(q) for q in quoted}
     for delta in compared.quantiles:
-        figures = latest[quantile_name(delta.q)]
+        figures = latest[quantile_label(delta.q)]
         interval = figures["change_interval"]
         assert (figures["effect_ms"], interval["low_ms"], interval["high_ms"]) == (
             delta.delta_ms,
@@ -104,7 +104,7 @@ def test_compare_and_an_alert_over_the_same_sketches_quote_the_same_change_inter
         )
         assert (interval["confidence"], interval["over"]) == (
             confidence,
-            [quantile_name(q) for q in quoted],
+            [quantile_label(q) for q in quoted],
         )
         assert delta.change is Change.SLOWER
     # and the evidence at firing quotes its quantile's interval too
