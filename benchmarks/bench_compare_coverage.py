@@ -4,7 +4,7 @@ make bench-compare-coverage   (or python benchmarks/bench_compare_coverage.py [-
 
 Each trial draws ``n`` spans a side from a known latency distribution, builds one sketch
 per side (``Sketch.from_values``, as the rollups hold them) and calls
-:func:`latencyboard.compare.stats.compare_sketches`, the function the compare page and API
+:func:`latencyboard.stats.comparison.compare_sketches`, the function the compare page and API
 call, with its defaults (p50, p95 and p99, 95% simultaneous). For every cell of
 n in {200, 2,000, 20,000, 200,000} x p50 / p95 / p99 it reports, over ``--trials``:
 
@@ -36,8 +36,8 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.compare.stats import QUANTILES, Change, compare_sketches
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats.comparison import QUANTILES, Change, compare_sketches
 
 SIZES: Final = (200, 2_000, 20_000, 200_000)
 SHIFT: Final = 1.10

@@ -1,7 +1,7 @@
 """The regression detector's acceptance figures (issue #13), from simulated traffic; run:
 make bench-detector   (or python benchmarks/bench_detector.py [--pipelines 10 --days 30]).
 
-Three checks of :mod:`latencyboard.alerts.simulation`, with the default rule:
+Three checks of :mod:`latencyboard.detectors.simulations.steady`, with the default rule:
 
 * false alarms: each pipeline evaluated every minute for ``--days`` days of unchanged traffic
   (after a 7-day warm-up), budget <= 1 alarm per pipeline per 30 days;
@@ -23,7 +23,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from latencyboard.alerts import mix, simulation
+from latencyboard.detectors import mix
+from latencyboard.detectors.simulations import steady
 
 
 def trials(
@@ -32,10 +33,10 @@ def trials(
     """One pipeline's shifted stages and detection delays, how many alerts named the shifted
     stage, and the mix trials' labels."""
     rng = np.random.default_rng(10_000 + seed)
-    pipeline = simulation.Pipeline.draw(rng)
-    baselines = simulation.week_of_baselines(pipeline, rng)
-    found = [simulation.detection_trial(pipeline, baselines, rng) for _ in range(detections)]
-    mixed = [simulation.mix_trial(pipeline, baselines, rng) for _ in range(mixes)]
+    pipeline = steady.Pipeline.draw(rng)
+    baselines = steady.week_of_baselines(pipeline, rng)
+    found = [steady.detection_trial(pipeline, baselines, rng) for _ in range(detections)]
+    mixed = [steady.mix_trial(pipeline, baselines, rng) for _ in range(mixes)]
     labels = [str(trial.label) if trial.label else "no_alert" for trial in mixed]
     named = sum(trial.named_stage == trial.stage for trial in found)
     return [(trial.stage, trial.delay_seconds) for trial in found], named, labels
@@ -52,7 +53,7 @@ def main() -> None:
     started = time.perf_counter()
     seeds = range(args.pipelines)
     with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(simulation.false_alarm_run, seeds, [args.days] * args.pipelines))
+        runs = list(pool.map(steady.false_alarm_run, seeds, [args.days] * args.pipelines))
         found = list(
             pool.map(trials, seeds, [args.detections] * len(seeds), [args.mixes] * len(seeds))
         )

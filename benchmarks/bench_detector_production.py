@@ -2,7 +2,7 @@
 run: make bench-detector   (or python benchmarks/bench_detector_production.py [--pipelines 2
 --days 30 --cycle-days 7 --trials 20 --rollouts 20] [--only stationary cycle shifts rollouts]).
 
-Scenarios of :mod:`latencyboard.alerts.simulation_diurnal` (diurnal 0.2-3 requests/s;
+Scenarios of :mod:`latencyboard.detectors.simulations.diurnal` (diurnal 0.2-3 requests/s;
 stages log-normal of sigma 0.22..0.8 and Lomax of shape 2.5), with the default rule:
 
 * stationary: every minute for ``--days`` days per pipeline, no change: alarms per pipeline
@@ -33,9 +33,9 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts import mix, reach, regression
-from latencyboard.alerts import simulation_diurnal as sim
-from latencyboard.alerts import simulation_rollouts as rollouts_sim
+from latencyboard.detectors import mix, reach, regression
+from latencyboard.detectors.simulations import diurnal as sim
+from latencyboard.detectors.simulations import rollouts as rollouts_sim
 
 ROLLOUTS: Final = (
     rollouts_sim.Rollout("100% rollout of a new v8 (x1.35, no baseline)", 0.0, 1.0, 1.35),
@@ -144,13 +144,13 @@ def _shift_lines(title: str, trials: list[tuple[str, float | None]]) -> None:
 
 
 def _reach_lines(seed: int) -> None:
-    """What the rule's page says of the first shift pipeline's stages (alerts.reach)."""
+    """What the rule's page says of the first shift pipeline's stages (detectors.reach)."""
     rng = np.random.default_rng(20_000 + seed)
     pipeline = sim.DiurnalPipeline.draw(rng)
     history = sim.pipeline_history(pipeline, rng)
     rule = regression.RegressionRule()
     print(
-        "what the rule page says (alerts.reach, first pipeline): the shift found in 10 min "
+        "what the rule page says (detectors.reach, first pipeline): the shift found in 10 min "
         "with 80% probability, the window +25% needs"
     )
     for rate, hour in ((1.0, 12), (0.2, sim.TROUGH_MINUTE // 60)):

@@ -20,7 +20,9 @@ import grimp
 import pytest
 from importlinter.application.use_cases import lint_imports
 from importlinter.configuration import configure
+from importlinter.contracts.forbidden import ForbiddenContract
 from importlinter.contracts.layers import LayersContract
+from importlinter.domain.contract import Contract
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("latencyboard", "ingest", "audits")
@@ -120,11 +122,21 @@ def test_nothing_below_the_entry_points_imports_one(graph):
     assert upward == []
 
 
-def _layers_options() -> dict:
-    """Contract ``layers`` as import-linter reads it from pyproject.toml (booleans as text)."""
+def _contract_options(contract_id: str) -> dict:
+    """A contract as import-linter reads it from pyproject.toml (booleans as text)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (options,) = [c for c in config["contracts"] if c["id"] == "layers"]
+    (options,) = [c for c in config["contracts"] if c["id"] == contract_id]
     return {k: str(v) if isinstance(v, bool) else v for k, v in options.items()}
+
+
+def _contract(kind: type[Contract], contract_id: str, **session: str) -> Contract:
+    """Contract ``contract_id`` of pyproject.toml, to check on a graph of the test's own."""
+    options = _contract_options(contract_id)
+    return kind(
+        name=options["name"],
+        session_options={"root_packages": list(PACKAGES), **session},
+        contract_options={k: v for k, v in options.items() if k not in ("id", "name", "type")},
+    )
 
 
 def test_the_layers_are_those_the_docs_name():
@@ -133,20 +145,36 @@ def test_the_layers_are_those_the_docs_name():
     table = text.split("<!-- layers:", 1)[1].split("```")[1]
     rows = [re.split(r"\s{2,}", row.strip())[0] for row in table.strip().splitlines()]
 
-    assert rows == _layers_options()["layers"]
+    assert rows == _contract_options("layers")["layers"]
 
 
 def test_the_layers_contract_finds_an_up_arrow(graph):
     # given the package graph with one import up the layers: the pure sketch reading a page
     up = copy.deepcopy(graph)
     up.add_import(importer="latencyboard.sketches.sketch", imported="latencyboard.alerts.models")
-    options = _layers_options()
-    contract = LayersContract(
-        name=options["name"],
-        session_options={"root_packages": list(PACKAGES)},
-        contract_options={k: v for k, v in options.items() if k not in ("id", "name", "type")},
-    )
+    contract = _contract(LayersContract, "layers")
 
     # then the contract that holds for the code is broken by it
     assert contract.check(copy.deepcopy(graph), verbose=False).kept
     assert not contract.check(up, verbose=False).kept
+
+
+def test_the_pure_contract_finds_a_framework_import_in_a_detector():
+    # given the graph with its external packages and a detector deep in the package importing
+    # Django through a module of its own package
+    graph = grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+    framework = copy.deepcopy(graph)
+    framework.add_module("latencyboard.detectors.simulations.settings_reader")
+    framework.add_import(
+        importer="latencyboard.detectors.simulations.rollouts",
+        imported="latencyboard.detectors.simulations.settings_reader",
+    )
+    framework.add_import(
+        importer="latencyboard.detectors.simulations.settings_reader",
+        imported="django",
+    )
+    contract = _contract(ForbiddenContract, "pure", include_external_packages="True")
+
+    # then the contract that holds for the code is broken by it
+    assert contract.check(graph, verbose=False).kept
+    assert not contract.check(framework, verbose=False).kept

@@ -16,6 +16,7 @@ from audits.reporting.handling import Step
 from audits.reporting.percentile_figures import QUANTILE_METHOD, QUANTILES
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.spreadsheet import csv_bytes
+from latencyboard.stats.labels import quantile_label
 
 
 def moment(value: dt.datetime | None) -> str:
@@ -147,10 +148,6 @@ def maintenance(data: ReportData) -> bytes:
     return csv_bytes(header, rows)
 
 
-def _level(q: float) -> str:
-    return f"p{q * 100:g}"
-
-
 def percentiles(data: ReportData) -> bytes:
     header = [
         "pipeline",
@@ -158,7 +155,7 @@ def percentiles(data: ReportData) -> bytes:
         "month",
         "days",
         "n",
-        *(f"{_level(q)}_ms" for q in QUANTILES),
+        *(f"{quantile_label(q)}_ms" for q in QUANTILES),
         "method",
         "relative_error",
     ]

@@ -1,7 +1,7 @@
-"""Alert detectors: pure computation (numpy and stdlib only, no Django).
+"""Alert rules and what they raise: the rules and channels (models, forms, API, pages), their
+evaluation every minute against stored rollups and baselines, incidents, and the outbox that
+delivers notifications.
 
-``regression`` tests each stage's tail against its baseline, ``mix`` tells a regression from a
-change of traffic mix, ``burn_rate`` evaluates SLO burn-rate alerts from exact counters and
-``lifecycle`` moves an alert between firing and resolved. ``simulation`` is the statistical
-acceptance harness that runs the real detector over simulated traffic.
+The statistics they run are pure and live in :mod:`latencyboard.detectors`: this package reads
+the rows the detectors take, calls them, and stores what they conclude.
 """

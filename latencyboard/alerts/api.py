@@ -32,7 +32,6 @@ from latencyboard.alerts.models import (
     Rule,
 )
 from latencyboard.alerts.preview import PREVIEW_SECONDS, TooManyStages, preview_rule, unsaved_rule
-from latencyboard.alerts.replay import OutOfTime
 from latencyboard.alerts.rule_reach import rule_reach
 from latencyboard.alerts.serializers import (
     AlertDetailSerializer,
@@ -45,6 +44,7 @@ from latencyboard.alerts.serializers import (
     RuleSerializer,
     StageReachSerializer,
 )
+from latencyboard.detectors.replay import OutOfTime
 from latencyboard.fairness.heavy_reads import HeavyRead
 
 STATUS_FILTERS = {

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.db import transaction
 
-from latencyboard.alerts import seasonal
 from latencyboard.alerts.models import Baseline, Rule
-from latencyboard.alerts.regression import Baseline as DetectorBaseline
+from latencyboard.detectors import seasonal
+from latencyboard.detectors.regression import Baseline as DetectorBaseline
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.sketch_windows import stage_sketches, windows_stage_sketches
 from latencyboard.sketches.sketch import Sketch
@@ -34,7 +34,7 @@ def compute_baselines(now: dt.datetime) -> int:
 def compute_pipeline_baselines(pipeline: Pipeline, now: dt.datetime) -> int:
     """Merge ``pipeline``'s rollups per stage (end to end too) into its baselines: the same
     hours of the previous ``ALERT_BASELINE_DAYS`` days where they hold the values
-    (:mod:`latencyboard.alerts.seasonal`), else the trailing ``ALERT_BASELINE_DAYS`` days of
+    (:mod:`latencyboard.detectors.seasonal`), else the trailing ``ALERT_BASELINE_DAYS`` days of
     whole hours; ready when they hold ``ALERT_BASELINE_MIN_COUNT`` values. A stage without
     rows in the trailing window keeps no baseline."""
     end = floor_to(now, HOUR)

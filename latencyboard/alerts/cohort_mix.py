@@ -1,7 +1,7 @@
 """Is a firing stage's change a regression or a change of traffic mix? Its cohort sketches
 (``model.version``, ``service.version`` and the pipeline's other cohort attributes) over the
 baseline's window (its same hours of the previous days when it is seasonal) and the evaluated
-window, split by :func:`latencyboard.alerts.mix.decompose`.
+window, split by :func:`latencyboard.detectors.mix.decompose`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import logging
 
 from django.conf import settings
 
-from latencyboard.alerts import seasonal
-from latencyboard.alerts.mix import Label, MixDecomposition, decompose
-from latencyboard.alerts.regression import Baseline, RegressionRule
+from latencyboard.detectors import seasonal
+from latencyboard.detectors.mix import Label, MixDecomposition, decompose
+from latencyboard.detectors.regression import Baseline, RegressionRule
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.rollups.sketch_windows import (
     END_TO_END_KEY,

@@ -13,11 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from latencyboard.alerts import burn_rate, evidence, lifecycle, regression
 from latencyboard.alerts.baselines import detector_baselines
 from latencyboard.alerts.cohort_mix import assess_mix
 from latencyboard.alerts.models import Rule
 from latencyboard.alerts.services import advance
+from latencyboard.detectors import burn_rate, evidence, lifecycle, regression
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.queries import END_TO_END
 from latencyboard.rollups.sketch_windows import stage_sketches
@@ -77,7 +77,7 @@ def newest_root_stages(pipeline_id: int, now: dt.datetime) -> tuple[int, ...]:
 def detector_of(rule: Rule) -> regression.RegressionRule:
     """The regression detector's settings of ``rule``."""
     return regression.RegressionRule(
-        family_alpha=rule.significance,
+        significance=rule.significance,
         min_relative_effect=rule.min_effect_percent / 100.0,
         min_absolute_effect_ms=rule.min_effect_ms,
         min_baseline_count=settings.ALERT_BASELINE_MIN_COUNT,

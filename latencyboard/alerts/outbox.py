@@ -16,10 +16,10 @@ from django.db.models import Case, Count, F, Value, When
 from django.urls import reverse
 
 from latencyboard.alerts.backoff import Schedule, next_delay
-from latencyboard.alerts.evidence import change_words
 from latencyboard.alerts.links import absolute, alert_links
 from latencyboard.alerts.models import AlertEvent, AlertStatus, Delivery, DeliveryStatus
 from latencyboard.alerts.services import SEND_DELIVERIES_TASK
+from latencyboard.detectors.evidence import change_words
 from latencyboard.fairness.delivery_slots import Head, Urgency, next_delivery
 from latencyboard.notifications.delivery import deliver
 from latencyboard.notifications.message import channel_test_notice

@@ -1,7 +1,7 @@
 """The rule preview: would this rule have fired in the last days? Its regression detector
-replayed (``latencyboard.alerts.replay``) over the pipeline's minute rollups, each hour
+replayed (``latencyboard.detectors.replay``) over the pipeline's minute rollups, each hour
 against the baselines the baseline job builds today for that hour of the day: the same
-hours of the previous days (:mod:`latencyboard.alerts.seasonal`) where they are ready, else
+hours of the previous days (:mod:`latencyboard.detectors.seasonal`) where they are ready, else
 the baseline the evaluator uses now. It runs in a web request, so it is bounded: at most
 ``PREVIEW_MAX_STAGES`` stages, and ``PREVIEW_SECONDS`` of replaying."""
 
@@ -16,12 +16,12 @@ from typing import Any, Final
 from django.conf import settings
 from django.db.models import Q
 
-from latencyboard.alerts import seasonal
 from latencyboard.alerts.baselines import detector_baselines, same_hours_sketches
 from latencyboard.alerts.evaluation import detector_of, newest_root_stages, watched
 from latencyboard.alerts.models import Rule
-from latencyboard.alerts.regression import Baseline
-from latencyboard.alerts.replay import OutOfTime, Replay, replay
+from latencyboard.detectors import seasonal
+from latencyboard.detectors.regression import Baseline
+from latencyboard.detectors.replay import OutOfTime, Replay, replay
 from latencyboard.pipelines.models import Stage
 from latencyboard.rollups.models import Rollup
 from latencyboard.windows import HOUR, MINUTE, floor_minute, floor_to
@@ -51,7 +51,7 @@ def preview_rule(
     last ``PREVIEW_DAYS`` days of minute rollups, had it been evaluated every minute with
     each hour's baselines (see the module docstring). Regression only: burn-rate alerts are
     not replayed. Raises :class:`TooManyStages`, or
-    :class:`~latencyboard.alerts.replay.OutOfTime` after ``seconds``."""
+    :class:`~latencyboard.detectors.replay.OutOfTime` after ``seconds``."""
     deadline = time.monotonic() + seconds
     names = watched(rule, newest_root_stages(rule.pipeline_id, now), chosen)
     if len(names) > PREVIEW_MAX_STAGES:

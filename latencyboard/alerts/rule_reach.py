@@ -1,5 +1,5 @@
 """What a rule can find at its pipeline's traffic now: each watched stage's detectable shift
-(:mod:`latencyboard.alerts.reach`) at the last hour's requests, for the rule page and API."""
+(:mod:`latencyboard.detectors.reach`) at the last hour's requests, for the rule page and API."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Final
 from latencyboard.alerts.baselines import detector_baselines
 from latencyboard.alerts.evaluation import detector_of, newest_root_stages, watched
 from latencyboard.alerts.models import Rule
-from latencyboard.alerts.reach import Reach, family_size, reach
+from latencyboard.detectors.reach import Reach, family_size, reach
 from latencyboard.rollups.sketch_windows import stage_sketches
 from latencyboard.windows import floor_minute
 

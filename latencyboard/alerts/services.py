@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from latencyboard.alerts import incidents, lifecycle
+from latencyboard.alerts import incidents
 from latencyboard.alerts.models import (
     OPEN_STATUSES,
     Alert,
@@ -27,6 +27,7 @@ from latencyboard.alerts.models import (
 )
 from latencyboard.audit_trail import Subject, act
 from latencyboard.celery import app
+from latencyboard.detectors import lifecycle
 from latencyboard.sla import queries as sla_queries
 from latencyboard.teams.models import Role
 from latencyboard.teams.queries import has_role

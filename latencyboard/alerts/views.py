@@ -22,11 +22,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from latencyboard.alerts import queries, services
 from latencyboard.alerts.charts import alert_chart
-from latencyboard.alerts.evidence import change_words
 from latencyboard.alerts.forms import ChannelForm, NoteForm, RuleForm, SilenceForm
 from latencyboard.alerts.links import alert_links
 from latencyboard.alerts.models import Alert, Delivery
 from latencyboard.alerts.rule_reach import rule_reach
+from latencyboard.detectors.evidence import change_words, level_words
 from latencyboard.fairness.heavy_reads import heavy_read
 from latencyboard.notifications import registry
 from latencyboard.teams.issued import keep_once, take_once
@@ -67,14 +67,18 @@ def _now_figures(alert: Alert) -> dict[str, Any]:
 
 
 def _change_figures(alert: Alert) -> dict[str, Any]:
-    """The change at firing in words, with its interval (none for a burn-rate alert)."""
+    """The change at firing in words, with its interval and the level of the alert's intervals
+    (none for a burn-rate alert; no interval nor level in evidence stored before they were
+    kept)."""
     found = alert.evidence.get("regression")
     if not found:
         return {}
+    interval = found.get("change_interval")
     return {
         "percent": change_words(found),
         "ms": change_words(found, " ms"),
-        "interval": found.get("change_interval"),
+        "interval": interval,
+        "level": level_words(interval["confidence"]) if interval else None,
     }
 
 

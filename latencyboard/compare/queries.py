@@ -5,7 +5,7 @@ A side is a window of whole minutes and, in attribute mode, one value of a cohor
 (e.g. ``model.version`` v7 against v8, over the same hours so the traffic mix matches, or
 over two windows). Windows are read from the rollups, values from the cohort rollups: every
 span of the side counts, nothing is sampled, so each side's n is its exact span count. The
-statistics are :mod:`.stats`.
+statistics are :mod:`latencyboard.stats.comparison`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth.models import AnonymousUser, User
 
-from latencyboard.compare import length_split, stats
+from latencyboard.compare import length_split
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.rollups import sketch_windows
 from latencyboard.rollups.queries import END_TO_END
 from latencyboard.rollups.sketch_windows import END_TO_END_KEY, SeriesSketches
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats import comparison
 
 
 class NotACohort(ValueError):
@@ -53,18 +54,18 @@ class StageComparison:
 
     stage_id: int | None
     name: str
-    delta: stats.SeriesDelta
+    delta: comparison.SeriesDelta
     verdict: str
 
 
 @dataclass(frozen=True)
 class Method:
-    """How every comparison is computed (see :mod:`.stats`)."""
+    """How every comparison is computed (see :mod:`latencyboard.stats.comparison`)."""
 
-    quantiles: tuple[float, ...] = stats.QUANTILES
-    confidence: float = stats.CONFIDENCE
+    quantiles: tuple[float, ...] = comparison.QUANTILES
+    confidence: float = comparison.CONFIDENCE
     relative_error: float = RELATIVE_ERROR
-    thresholds: stats.Thresholds = field(default_factory=stats.Thresholds)
+    thresholds: comparison.Thresholds = field(default_factory=comparison.Thresholds)
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ def compare(
     attribute: str | None = None,
 ) -> Comparison:
     """Per-stage quantiles of side ``a`` against side ``b`` of a pipeline, with confidence
-    intervals and verdicts (see :mod:`.stats`), from the sketches of every span of each side.
+    intervals and verdicts (see :mod:`latencyboard.stats.comparison`), from the sketches of
+    every span of each side.
 
     Raises ``Pipeline.DoesNotExist`` when the pipeline is not in one of the user's teams,
     exactly as if it did not exist, :class:`NotACohort` for an attribute without sketches
@@ -116,9 +118,11 @@ def compare(
     stages = []
     for key in series:
         name = END_TO_END if key == END_TO_END_KEY else names.get(key, f"stage {key}")
-        delta = stats.compare_sketches(sides[0].get(key, Sketch()), sides[1].get(key, Sketch()))
+        delta = comparison.compare_sketches(
+            sides[0].get(key, Sketch()), sides[1].get(key, Sketch())
+        )
         stage_id = None if key == END_TO_END_KEY else key
-        stages.append(StageComparison(stage_id, name, delta, stats.verdict(name, delta)))
+        stages.append(StageComparison(stage_id, name, delta, comparison.verdict(name, delta)))
     b_label = "B" if attribute is None else f"B ({attribute} = {b.value})"
     return Comparison(
         pipeline_id=pipeline.pk,
@@ -127,7 +131,7 @@ def compare(
         a=SideTotal(a, _spans(sides[0])),
         b=SideTotal(b, _spans(sides[1])),
         stages=tuple(stages),
-        headline=stats.headline([(stage.name, stage.delta) for stage in stages], b_label),
+        headline=comparison.headline([(stage.name, stage.delta) for stage in stages], b_label),
         length=length_split.split(
             *(
                 {names[key]: sketch for key, sketch in side.items() if key in names}

@@ -8,8 +8,8 @@ from typing import Any, Final
 from rest_framework import serializers
 
 from latencyboard import bounds
-from latencyboard.compare import stats
 from latencyboard.compare.queries import Side
+from latencyboard.stats import comparison
 from latencyboard.windows import MAX_COMPARE_WINDOW, floor_minute
 
 WINDOW_FIELDS: Final = ("a_start", "a_end", "b_start", "b_end")
@@ -145,7 +145,7 @@ class ComparedStageSerializer(serializers.Serializer):
     name = serializers.CharField()
 
 
-_CHANGES: Final = [change.value for change in stats.Change]
+_CHANGES: Final = [change.value for change in comparison.Change]
 
 
 class QuantileDeltaSerializer(serializers.Serializer):

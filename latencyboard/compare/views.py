@@ -12,32 +12,37 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from latencyboard.compare import stats
 from latencyboard.pipelines.models import Pipeline, cohort_attributes
 from latencyboard.sketches.buckets import RELATIVE_ERROR
+from latencyboard.stats import comparison
+from latencyboard.stats.labels import quantile_label
 from latencyboard.windows import floor_minute
 
 
 @login_required
 def compare(request: HttpRequest) -> HttpResponse:
     pipelines = list(Pipeline.objects.visible_to(request.user))
-    thresholds = stats.Thresholds()
+    thresholds = comparison.Thresholds()
     config = {
         "api": reverse("api-compare"),
         "now": floor_minute(timezone.now()).isoformat(),
         "attributes": sorted({key for p in pipelines for key in cohort_attributes(p)}),
-        "quantiles": [stats.quantile_label(q) for q in stats.QUANTILES],
+        "quantiles": [quantile_label(q) for q in comparison.QUANTILES],
     }
     method = {
-        "confidence_pct": round(stats.CONFIDENCE * 100),
-        "false_alarm_pct": round(100 - stats.CONFIDENCE * 100),
+        "confidence_pct": round(comparison.CONFIDENCE * 100),
+        "false_alarm_pct": round(100 - comparison.CONFIDENCE * 100),
         "relative_error_pct": round(RELATIVE_ERROR * 100),
         "min_delta_ms": thresholds.min_delta_ms,
         "min_delta_pct": thresholds.min_delta_pct,
-        "min_spans": [(stats.quantile_label(q), stats.min_spans(q)) for q in stats.QUANTILES],
-        "tail_spans": stats.MIN_TAIL_SPANS,
-        "per_quantile_pct": round(100 - (100 - stats.CONFIDENCE * 100) / len(stats.QUANTILES), 1),
-        "per_side_pct": round(100 - (100 - stats.CONFIDENCE * 100) / len(stats.QUANTILES) / 2, 2),
+        "min_spans": [(quantile_label(q), comparison.min_spans(q)) for q in comparison.QUANTILES],
+        "tail_spans": comparison.MIN_TAIL_SPANS,
+        "per_quantile_pct": round(
+            100 - (100 - comparison.CONFIDENCE * 100) / len(comparison.QUANTILES), 1
+        ),
+        "per_side_pct": round(
+            100 - (100 - comparison.CONFIDENCE * 100) / len(comparison.QUANTILES) / 2, 2
+        ),
     }
     return render(
         request,

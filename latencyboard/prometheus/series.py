@@ -64,8 +64,9 @@ class Series:
         return self.labels[NAME_LABEL]
 
 
-def quantile_label(level: float) -> str:
-    """The ``quantile`` label of a level: its shortest decimal, as Prometheus writes 0.99."""
+def quantile_label_value(level: float) -> str:
+    """The value of a level's ``quantile`` label: its shortest decimal, as Prometheus writes
+    0.99 (where a page writes p99, :func:`latencyboard.stats.labels.quantile_label`)."""
     return repr(level)
 
 
@@ -130,7 +131,7 @@ def label_values(user: User | AnonymousUser, label: str) -> list[str]:
         stages = Stage.objects.filter(pipeline__in=pipelines)
         found = [END_TO_END, *stages.values_list("name", flat=True).distinct()]
     elif label == "quantile":
-        found = [quantile_label(level) for level in DEFAULT_QUANTILES]
+        found = [quantile_label_value(level) for level in DEFAULT_QUANTILES]
     elif label == "objective":
         found = list(objectives_of(user).values_list("name", flat=True).distinct())
     else:
@@ -150,7 +151,7 @@ def _quantiles(selector: Selector) -> tuple[tuple[float, str], ...]:
     level in (0, 1), merged from the sketches), else the defaults."""
     pinned = selector.equal_values("quantile")
     if pinned is None:
-        return tuple((level, quantile_label(level)) for level in DEFAULT_QUANTILES)
+        return tuple((level, quantile_label_value(level)) for level in DEFAULT_QUANTILES)
     levels = []
     for text in sorted(pinned):
         try:

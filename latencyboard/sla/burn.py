@@ -1,9 +1,10 @@
 """How fast an objective spends its error budget now, and when it runs out at that pace
-(pure: stdlib).
+(pure: no Django).
 
 The burn rate over a window is its share of requests over the threshold divided by the share
 the target allows (``1 - target``): 1x spends exactly the budget over the objective's period,
-14.4x a 30-day budget in about two days (``alerts.burn_rate`` pages on the same figure). The
+14.4x a 30-day budget in about two days. It is the burn-rate detector's figure
+(:func:`latencyboard.detectors.burn_rate.burn_rate`), so the page and the alert agree. The
 SLA page shows it over the last hour, six hours and three days, with the days until the
 window's remaining budget is spent if requests keep failing as often as over that window.
 """
@@ -15,6 +16,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Final
 
+from latencyboard.detectors.burn_rate import burn_rate
 from latencyboard.windows import DAY, MINUTE
 
 BURN_WINDOWS: Final = (("1 h", 60), ("6 h", 6 * 60), ("3 d", 3 * 24 * 60))
@@ -42,17 +44,6 @@ class Burn:
     @property
     def bad(self) -> int:
         return self.total - self.good
-
-
-def burn_rate(good: int, total: int, target: Fraction) -> Fraction | None:
-    """The burn rate of ``good`` out of ``total`` requests against ``target`` (the share of good
-    requests promised, in [0, 1]): the share of bad requests over the share the target allows,
-    exact. None without requests, or for a target of 1 (no budget to burn). The SLA page and
-    the burn-rate alert both compute it here."""
-    allowed = 1 - target
-    if not total or not allowed:
-        return None
-    return Fraction(total - good, total) / allowed
 
 
 def burn(

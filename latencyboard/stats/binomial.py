@@ -76,11 +76,17 @@ def quantile_rank_bounds(n: int, q: float, confidence: float) -> tuple[int | Non
     ``Binomial(n, q)`` whatever the (continuous) distribution, so the 1-based ``i``-th
     smallest value lies above it with probability ``P(B <= i - 1)`` and below it with
     ``P(B >= i)``. A side is ``None`` when no order statistic reaches the confidence (too few
-    values: the bound is then the sample's edge at best, so none is claimed).
+    values: the bound is then the sample's edge at best, so none is claimed). At a
+    ``confidence`` of 1 (an alert rule's one minus a significance below float resolution) no
+    order statistic is certain to bracket it: both sides are ``None``.
     Cached: the same window sizes and baselines come back every minute.
     """
-    if not 0.0 < q < 1.0 or not 0.0 < confidence < 1.0 or n < 1:
-        raise ValueError(f"need n >= 1 and q, confidence in (0, 1), got {n!r} {q!r} {confidence!r}")
+    if not 0.0 < q < 1.0 or not 0.0 < confidence <= 1.0 or n < 1:
+        raise ValueError(
+            f"need n >= 1, q in (0, 1), confidence in (0, 1], got {n!r} {q!r} {confidence!r}"
+        )
+    if confidence == 1.0:
+        return None, None
     miss = (1.0 - confidence) / 2.0
     span = _span(n, q)
     mean = n * q

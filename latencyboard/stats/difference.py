@@ -1,6 +1,7 @@
 """A confidence interval for the change of a quantile between two samples held as sketches
 (pure: the standard library and :mod:`latencyboard.stats`): the one compare quotes and an
-alert's evidence quotes (``compare.stats.compare_sketches``, ``alerts.evidence.change_intervals``).
+alert's evidence quotes (``stats.comparison.compare_sketches``,
+``detectors.evidence.change_intervals``).
 
 Each side alone has the classical distribution-free interval for its quantile: the order
 statistics at the binomial rank bounds (:func:`~latencyboard.stats.interval.rank_bounds`).

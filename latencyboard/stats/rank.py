@@ -2,7 +2,7 @@
 rank test computed from two sketches' bucket counts.
 
 Why a rank test
-    Counting the window's values above a baseline quantile (:mod:`latencyboard.alerts.tail`)
+    Counting the window's values above a baseline quantile (:mod:`latencyboard.detectors.tail`)
     is exact at any shape but weak when the distribution is wide in log space: at log-sigma
     0.7 a +25% change of scale moves only a few of 600 values past the baseline's p99. A rank
     test uses every value: with no change, a window value is above a baseline value as often

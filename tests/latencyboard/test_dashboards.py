@@ -23,7 +23,7 @@ from latencyboard.alerts.models import Incident
 from latencyboard.dashboards import deployments, queries, ranking
 from latencyboard.dashboards.deployments import GAP, Marker, Segment, Sighting
 from latencyboard.dashboards.overview_queries import WINDOWS, overview
-from latencyboard.dashboards.templatetags.dashboards import ms, percent, quantile_label
+from latencyboard.dashboards.templatetags.dashboards import ms, percent
 from latencyboard.db import conninfo
 from latencyboard.pipelines.models import Pipeline, Stage
 from latencyboard.rollups import services
@@ -195,10 +195,6 @@ def test_ms_filter(value, expected):
 )
 def test_percent_filter(value, digits, expected):
     assert percent(value, digits) == expected
-
-
-def test_quantile_label():
-    assert [quantile_label(q) for q in (0.5, 0.99, 0.999)] == ["p50", "p99", "p99.9"]
 
 
 # ----- overview ----------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from decimal import Decimal
 from django import template
 from django.utils.html import format_html
 
+from latencyboard.stats.labels import quantile_label
+
 register = template.Library()
 
 NO_VALUE = "\N{EN DASH}"
@@ -54,10 +56,7 @@ def fraction_percent(value: float | None, digits: int = 2) -> str:
     return percent(None if value is None else value * 100, digits)
 
 
-@register.filter
-def quantile_label(quantile: float) -> str:
-    """p99 for 0.99, p99.9 for 0.999."""
-    return "p" + f"{quantile * 100:.3f}".rstrip("0").rstrip(".")
+register.filter("quantile_label", quantile_label)
 
 
 SPARK_WIDTH = 120

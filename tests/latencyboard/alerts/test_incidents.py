@@ -13,10 +13,10 @@ from ingest.writer import SpanWriter
 from latencyboard.alerts.baselines import compute_baselines
 from latencyboard.alerts.evaluation import evaluate_rule
 from latencyboard.alerts.incidents import Member, title_of
-from latencyboard.alerts.lifecycle import Outcome
 from latencyboard.alerts.models import Alert, Channel, Delivery, Incident, Rule
 from latencyboard.alerts.services import advance
 from latencyboard.db import conninfo
+from latencyboard.detectors.lifecycle import Outcome
 from latencyboard.pipelines.models import Pipeline, Stage
 from tests.factories import make_requests, make_team
 from tests.latencyboard.alerts.scenes import (

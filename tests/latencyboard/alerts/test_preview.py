@@ -14,7 +14,7 @@ from latencyboard.alerts.baselines import compute_baselines
 from latencyboard.alerts.evaluation import evaluate_rule
 from latencyboard.alerts.models import Alert
 from latencyboard.alerts.preview import PREVIEW_MAX_STAGES, preview_rule
-from latencyboard.alerts.replay import OutOfTime
+from latencyboard.detectors.replay import OutOfTime
 from latencyboard.pipelines.models import Stage
 from latencyboard.teams.models import Role
 from tests.factories import make_team, make_user

@@ -87,6 +87,12 @@ def test_rank_bounds_say_none_when_too_few_values() -> None:
     assert lower == 96
 
 
+def test_rank_bounds_claim_nothing_at_certainty() -> None:
+    # given a million values; when bounds are asked at a confidence of 1 (one minus a
+    # significance too small for a float), no order statistic is certain to bracket the median
+    assert quantile_rank_bounds(1_000_000, 0.5, 1.0) == (None, None)
+
+
 @pytest.mark.parametrize(
     ("n", "q", "expected"),
     [

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from latencyboard.compare.stats import Change, compare_sketches
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats.comparison import Change, compare_sketches
 from latencyboard.stats.difference import quantile_change_intervals
 from latencyboard.stats.interval import rank_bounds
 

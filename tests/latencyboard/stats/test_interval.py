@@ -8,17 +8,17 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from latencyboard.alerts.evidence import (
+from latencyboard.detectors.evidence import (
     change_intervals,
     current_evidence,
-    quantile_name,
     regression_evidence,
 )
-from latencyboard.alerts.regression import Baseline, RegressionRule, evaluate
-from latencyboard.compare.stats import Change, compare_sketches
+from latencyboard.detectors.regression import Baseline, RegressionRule, evaluate
 from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats.comparison import Change, compare_sketches
 from latencyboard.stats.interval import quantile_intervals
+from latencyboard.stats.labels import quantile_label
 
 WEEK_END = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
 
@@ -59,16 +59,21 @@ def test_too_few_values_leave_a_side_open() -> None:
 
 
 @pytest.mark.parametrize(
-    ("rule_quantiles", "quoted", "confidence"),
+    ("rule_quantiles", "quoted", "significance", "confidence"),
     [
         # compare's own quantiles, at compare's confidence
-        ((0.5, 0.95, 0.99), (0.5, 0.95, 0.99), 0.95),
+        ((0.5, 0.95, 0.99), (0.5, 0.95, 0.99), 0.05, 0.95),
         # an alert rule's, which quotes its rank test's median beside them
-        ((0.9, 0.95, 0.99), (0.5, 0.9, 0.95, 0.99), 0.975),
+        ((0.9, 0.95, 0.99), (0.5, 0.9, 0.95, 0.99), 0.025, 0.975),
+        # at the default rule's significance
+        ((0.9, 0.95, 0.99), (0.5, 0.9, 0.95, 0.99), 1e-5, 1 - 1e-5),
     ],
 )
 def test_compare_and_an_alert_over_the_same_sketches_quote_the_same_change_interval(
-    rule_quantiles: tuple[float, ...], quoted: tuple[float, ...], confidence: float
+    rule_quantiles: tuple[float, ...],
+    quoted: tuple[float, ...],
+    significance: float,
+    confidence: float,
 ) -> None:
     # given a week of a stage's latencies and a slower window of it, as sketches
     rng = np.random.default_rng(23)
@@ -76,20 +81,21 @@ def test_compare_and_an_alert_over_the_same_sketches_quote_the_same_change_inter
     window = Sketch.from_values(1.5 * rng.lognormal(np.log(20.0), 0.5, 3_000))
     # when the regression detector tests the window against the week and its alert's
     # evidence is written, at firing and as the latest figures
-    rule = RegressionRule(quantiles=rule_quantiles, confidence=confidence)
+    rule = RegressionRule(quantiles=rule_quantiles, significance=significance)
     baseline = Baseline(week, WEEK_END - dt.timedelta(days=7), WEEK_END)
     evaluation = evaluate({"model_forward": baseline}, {"model_forward": window}, rule)
     (stage,) = evaluation.firing
     changes = change_intervals(stage, baseline, window, rule)
     fired = regression_evidence(stage, evaluation, changes)
     latest = current_evidence(stage, changes)["quantiles"]
-    # and compare is asked about the same two sketches, quantiles and confidence
+    # and compare is asked about the same two sketches and quantiles at one minus the rule's
+    # significance
     compared = compare_sketches(week, window, quantiles=quoted, confidence=confidence)
     # then the alert quotes every one of those quantiles' change with compare's interval,
     # to the last digit, and says at which confidence and over which quantiles
-    assert set(latest) == {quantile_name(q) for q in quoted}
+    assert set(latest) == {quantile_label(q) for q in quoted}
     for delta in compared.quantiles:
-        figures = latest[quantile_name(delta.q)]
+        figures = latest[quantile_label(delta.q)]
         interval = figures["change_interval"]
         assert (figures["effect_ms"], interval["low_ms"], interval["high_ms"]) == (
             delta.delta_ms,
@@ -98,7 +104,7 @@ def test_compare_and_an_alert_over_the_same_sketches_quote_the_same_change_inter
         )
         assert (interval["confidence"], interval["over"]) == (
             confidence,
-            [quantile_name(q) for q in quoted],
+            [quantile_label(q) for q in quoted],
         )
         assert delta.change is Change.SLOWER
     # and the evidence at firing quotes its quantile's interval too

@@ -1,4 +1,4 @@
-"""What a rule can find at a stage's traffic (alerts.reach), checked against the detector
+"""What a rule can find at a stage's traffic (detectors.reach), checked against the detector
 itself on samples."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import datetime as dt
 
 import numpy as np
 
-from latencyboard.alerts.reach import family_size, reach
-from latencyboard.alerts.regression import Baseline, RegressionRule, Status, evaluate
+from latencyboard.detectors.reach import family_size, reach
+from latencyboard.detectors.regression import Baseline, RegressionRule, Status, evaluate
 from latencyboard.sketches.sketch import Sketch
 
 AT = dt.datetime(2026, 3, 10, tzinfo=dt.UTC)

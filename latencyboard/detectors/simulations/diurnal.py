@@ -1,5 +1,5 @@
 """Production-like traffic for the regression detector (issue #25): what the acceptance
-figures of ``make bench-detector`` are measured on, beside :mod:`simulation`'s steady traffic.
+figures of ``make bench-detector`` are measured on, beside the steady traffic of :mod:`steady`.
 
 Traffic
     Requests arrive as a Poisson process whose rate follows the day: 0.2 requests/s at the
@@ -13,11 +13,11 @@ Scenarios
     Stationary (every minute for days: false alarms), a daily cycle (``CYCLE_STAGE`` is 30%
     slower at the trough and 30% faster at the peak), a +25% shift of one stage's whole
     distribution or of its slowest 5% only (values above its true p95), and rollouts of a
-    new version on ``VERSION_STAGE`` (:mod:`latencyboard.alerts.simulation_rollouts`).
+    new version on ``VERSION_STAGE`` (:mod:`latencyboard.detectors.simulations.rollouts`).
 
 Everything goes through what the workers use: stored minute sketches per stage, hourly
 sketches merged into the baseline the baseline job builds at the start of each hour (the
-same hours of the previous 7 days, :mod:`latencyboard.alerts.seasonal`, else the trailing 7
+same hours of the previous 7 days, :mod:`latencyboard.detectors.seasonal`, else the trailing 7
 days), windows of ``WINDOW_MINUTES`` evaluated every minute by :func:`replay.replay` (the
 rule preview's replay: :func:`regression.evaluate` and one :mod:`lifecycle` per stage, an
 alarm being a ``FIRED`` transition; it skips only minutes where no test could be
@@ -36,8 +36,8 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts import lifecycle, regression, replay, seasonal
-from latencyboard.alerts.simulation import SIMULATION_START
+from latencyboard.detectors import lifecycle, regression, replay, seasonal
+from latencyboard.detectors.simulations.steady import SIMULATION_START
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group, to_bytes_many
 
 __all__ = [
@@ -183,7 +183,7 @@ Baselines = dict[str, regression.Baseline]
 class History:
     """A pipeline's hour sketches per stage (by hour since the epoch), and the baselines the
     baseline job builds from them at each hour: the same hours of the previous days where
-    they hold the values, else the trailing 7 days (:mod:`latencyboard.alerts.seasonal`)."""
+    they hold the values, else the trailing 7 days (:mod:`latencyboard.detectors.seasonal`)."""
 
     def __init__(self, min_count: int) -> None:
         self.min_count = min_count

@@ -25,7 +25,7 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts import lifecycle, mix, regression
+from latencyboard.detectors import lifecycle, mix, regression
 from latencyboard.sketches.sketch import Sketch, merge_many, sketches_by_group
 
 __all__ = [

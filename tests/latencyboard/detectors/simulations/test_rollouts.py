@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from latencyboard.alerts import mix, regression
-from latencyboard.alerts import simulation_diurnal as sim
-from latencyboard.alerts import simulation_rollouts as rollouts
+from latencyboard.detectors import mix, regression
+from latencyboard.detectors.simulations import diurnal as sim
+from latencyboard.detectors.simulations import rollouts as rollouts
 
 MIX_SHIFT = rollouts.Rollout("v8 10% -> 90%", 0.1, 0.9, 1.35, expected=(mix.Label.MIX_SHIFT, "v8"))
 BELOW_FLOOR = rollouts.Rollout("v8 20% -> 60%", 0.2, 0.6, 1.35, expected=MIX_SHIFT.expected)

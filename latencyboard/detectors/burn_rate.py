@@ -32,7 +32,6 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from latencyboard.sla import burn
 from latencyboard.windows import MINUTE
 
 __all__ = [
@@ -42,6 +41,7 @@ __all__ = [
     "ConditionResult",
     "Severity",
     "WindowBurn",
+    "burn_rate",
     "evaluate",
 ]
 
@@ -104,6 +104,17 @@ class BurnEvaluation:
         return None
 
 
+def burn_rate(good: int, total: int, target: Fraction) -> Fraction | None:
+    """The burn rate of ``good`` out of ``total`` requests against ``target`` (the share of good
+    requests promised, in [0, 1]): the share of bad requests over the share the target allows,
+    exact. None without requests, or for a target of 1 (no budget to burn). The SLA page and
+    the burn-rate alert both compute it here."""
+    allowed = 1 - target
+    if not total or not allowed:
+        return None
+    return Fraction(total - good, total) / allowed
+
+
 def _exact(value: Fraction | Decimal | str | float) -> Fraction:
     """A target as an exact fraction; a float is read as the decimal it prints as (0.999)."""
     return Fraction(str(value)) if isinstance(value, float) else Fraction(value)
@@ -118,7 +129,7 @@ def _window(
 ) -> WindowBurn:
     first = max(0, end - minutes)
     window_good, window_total = int(good[first:end].sum()), int(total[first:end].sum())
-    rate = burn.burn_rate(window_good, window_total, target)
+    rate = burn_rate(window_good, window_total, target)
     return WindowBurn(minutes, window_good, window_total, Fraction(0) if rate is None else rate)
 
 

@@ -1,10 +1,10 @@
-"""Tests for latencyboard.alerts.tail: counts above a baseline quantile's bucket, intervals."""
+"""Tests for latencyboard.detectors.tail: counts above a baseline quantile's bucket, intervals."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from latencyboard.alerts.tail import (
+from latencyboard.detectors.tail import (
     count_above,
     counts_above_many,
     threshold_of,

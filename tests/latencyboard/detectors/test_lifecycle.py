@@ -1,8 +1,8 @@
-"""Tests for latencyboard.alerts.lifecycle: firing, acknowledged, resolved."""
+"""Tests for latencyboard.detectors.lifecycle: firing, acknowledged, resolved."""
 
 from __future__ import annotations
 
-from latencyboard.alerts.lifecycle import (
+from latencyboard.detectors.lifecycle import (
     AlertState,
     Outcome,
     Status,

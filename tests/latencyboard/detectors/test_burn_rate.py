@@ -1,4 +1,4 @@
-"""Tests for latencyboard.alerts.burn_rate: the SRE Workbook's table, with exact counters."""
+"""Tests for latencyboard.detectors.burn_rate: the SRE Workbook's table, with exact counters."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from latencyboard.alerts.burn_rate import SRE_WORKBOOK, BurnCondition, Severity, evaluate
+from latencyboard.detectors.burn_rate import SRE_WORKBOOK, BurnCondition, Severity, evaluate
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 # 10,000 requests a minute against a 99.9% objective: 10 bad requests a minute burn 1x.

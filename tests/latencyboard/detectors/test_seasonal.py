@@ -6,7 +6,7 @@ import datetime as dt
 
 import numpy as np
 
-from latencyboard.alerts import seasonal
+from latencyboard.detectors import seasonal
 from latencyboard.sketches.sketch import Sketch
 
 

@@ -7,8 +7,8 @@ import datetime as dt
 
 import numpy as np
 
-from latencyboard.alerts import lifecycle, regression
-from latencyboard.alerts.replay import OUTCOMES, replay
+from latencyboard.detectors import lifecycle, regression
+from latencyboard.detectors.replay import OUTCOMES, replay
 from latencyboard.sketches.sketch import Sketch, merge_many
 
 START = dt.datetime(2026, 3, 8, tzinfo=dt.UTC)

@@ -1,5 +1,5 @@
 """Rollouts of a new version for the regression detector's production-like traffic
-(:mod:`latencyboard.alerts.simulation_diurnal`): v7 and v8 on ``VERSION_STAGE``, and the
+(:mod:`latencyboard.detectors.simulations.diurnal`): v7 and v8 on ``VERSION_STAGE``, and the
 label :func:`mix.decompose` gives the stage by version at the first evaluation that fired.
 """
 
@@ -10,9 +10,8 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts import mix, regression
-from latencyboard.alerts.simulation import SIMULATION_START
-from latencyboard.alerts.simulation_diurnal import (
+from latencyboard.detectors import mix, regression
+from latencyboard.detectors.simulations.diurnal import (
     BASELINE_HOURS,
     STAGES,
     VERSION_STAGE,
@@ -24,6 +23,7 @@ from latencyboard.alerts.simulation_diurnal import (
     replayed_alerts,
     segment,
 )
+from latencyboard.detectors.simulations.steady import SIMULATION_START
 from latencyboard.sketches.sketch import Sketch
 
 __all__ = ["Rollout", "RolloutTrial", "rollout_baselines", "rollout_trial", "true_change"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
-from latencyboard.alerts.burn_rate import BurnEvaluation
-from latencyboard.alerts.mix import Label, MixDecomposition
-from latencyboard.alerts.regression import (
+from latencyboard.detectors.burn_rate import BurnEvaluation
+from latencyboard.detectors.mix import Label, MixDecomposition
+from latencyboard.detectors.regression import (
     MEDIAN,
     Baseline,
     Evaluation,
@@ -20,6 +21,7 @@ from latencyboard.alerts.regression import (
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.stats.difference import quantile_change_intervals
 from latencyboard.stats.interval import Interval
+from latencyboard.stats.labels import quantile_label
 
 
 def _finite(value: float) -> float | None:
@@ -35,14 +37,18 @@ def _interval(interval: Interval) -> dict[str, float | None]:
     }
 
 
-def quantile_name(q: float) -> str:
-    return f"p{q * 100:g}"
+def level_words(confidence: float) -> str:
+    """An interval's ``confidence`` in percent, to the digits it has: 0.95 is "95%", one
+    minus a rule's significance of 1e-5 "99.999%" (never rounded up to 100%)."""
+    miss = Decimal(f"{(1.0 - confidence) * 100:.3g}")
+    return f"{Decimal(100) - miss:f}%"
 
 
 @dataclass(frozen=True)
 class Changes:
     """Bounds for the change, window minus baseline, of each tested quantile (ms, by
-    quantile), simultaneous at ``confidence`` over the quantiles ``over``."""
+    quantile), simultaneous at ``confidence`` (the rule's, one minus its significance) over
+    the quantiles ``over``."""
 
     confidence: float
     over: tuple[float, ...]
@@ -85,7 +91,7 @@ def _change(test: QuantileTest, changes: Changes) -> dict[str, Any]:
         "low_percent": percent(low),
         "high_percent": percent(high),
         "confidence": changes.confidence,
-        "over": [quantile_name(q) for q in changes.over],
+        "over": [quantile_label(q) for q in changes.over],
     }
 
 
@@ -98,7 +104,7 @@ def regression_evidence(
     return {
         "detector": "regression",
         "test": str(test.method),
-        "quantile": quantile_name(test.q),
+        "quantile": quantile_label(test.q),
         "baseline": _interval(test.baseline),
         "current": _interval(test.current),
         "baseline_n": stage.baseline_count,
@@ -120,7 +126,7 @@ def current_evidence(stage: StageResult, changes: Changes) -> dict[str, Any]:
     return {
         "n": stage.n,
         "quantiles": {
-            quantile_name(test.q): {
+            quantile_label(test.q): {
                 "baseline": _interval(test.baseline),
                 "current": _interval(test.current),
                 "k": test.k,
@@ -143,7 +149,7 @@ def mix_evidence(attribute: str, split: MixDecomposition) -> dict[str, Any]:
         "label": str(split.label),
         "cohort": split.cohort,
         "message": split.message,
-        "quantile": quantile_name(split.q),
+        "quantile": quantile_label(split.q),
         "threshold_ms": split.threshold_ms,
         "n": split.n,
         "k": split.k,

@@ -1,4 +1,4 @@
-"""Tests for latencyboard.alerts.mix: a change of traffic mix told from a cohort's regression."""
+"""Tests for latencyboard.detectors.mix: a change of traffic mix told from a cohort's regression."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from latencyboard.alerts.mix import Label, decompose
-from latencyboard.alerts.regression import Baseline
+from latencyboard.detectors.mix import Label, decompose
+from latencyboard.detectors.regression import Baseline
 from latencyboard.sketches.sketch import Sketch
 
 WEEK_START = datetime(2026, 3, 1, tzinfo=UTC)

@@ -4,7 +4,7 @@ stage's baseline.
 The tests
     For each stage and each tested quantile ``q`` (p90, p95, p99 by default), count the ``k``
     of the window's ``n`` values above the baseline's ``q`` quantile (above its bucket, see
-    :mod:`latencyboard.alerts.tail`). With no change, each value lands there with probability
+    :mod:`latencyboard.detectors.tail`). With no change, each value lands there with probability
     at most ``1 - q``, so ``k`` is at most ``Binomial(n, 1 - q)`` and ``P(K >= k)`` is a valid
     one-sided p-value, whatever the latency distribution.
 
@@ -18,7 +18,7 @@ When it fires
     Only when all three hold for one (stage, test):
 
     * the p-value is rejected by Holm's procedure over every (stage, quantile) tested in the
-      evaluation, at family-wise level ``family_alpha``;
+      evaluation, at the rule's family-wise ``significance``;
     * the window's quantile exceeds the baseline's by ``min_relative_effect`` **and**
       ``min_absolute_effect_ms`` (a real but immaterial change is not worth a page), the
       relative floor taken to the sketch's resolution (see ``_decide``);
@@ -38,14 +38,14 @@ Why p90 too
 
 The false-alarm budget
     Holm bounds the chance that an evaluation of an unchanged pipeline fires at
-    ``family_alpha`` (the family: every stage's counts and rank test). Evaluated every
+    ``significance`` (the family: every stage's counts and rank test). Evaluated every
     minute, 30 days are 43,200 evaluations; an alarm episode needs at least one firing
-    evaluation, so the expected number of false alarms is at most ``43,200 * family_alpha``.
+    evaluation, so the expected number of false alarms is at most ``43,200 * significance``.
     The default ``1e-5`` gives at most 0.43 per pipeline per 30 days before the effect floor,
     which removes most of the rest, inside the budget of 1. Against the trailing week a
     stage with a daily cycle of more than the effect floor would fire at its slow hours
     every day: the baseline is the same hours of the previous days once they hold the
-    values (:mod:`latencyboard.alerts.seasonal`).
+    values (:mod:`latencyboard.detectors.seasonal`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts.tail import Threshold, bucket_counts, count_above, threshold_of
+from latencyboard.detectors.tail import Threshold, bucket_counts, count_above, threshold_of
 from latencyboard.sketches.buckets import RELATIVE_ERROR
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.stats.binomial import binomial_upper_tail, holm_rejections
@@ -108,7 +108,7 @@ class Status(StrEnum):
 @dataclass(frozen=True)
 class Baseline:
     """A stage's latencies over a trailing window, or over the same hours of the previous
-    days (``seasonal``, :mod:`latencyboard.alerts.seasonal`), as the baseline job stores
+    days (``seasonal``, :mod:`latencyboard.detectors.seasonal`), as the baseline job stores
     them."""
 
     sketch: Sketch
@@ -157,16 +157,21 @@ class RegressionRule:
     """The detector's settings (the defaults are the documented ones)."""
 
     quantiles: tuple[float, ...] = DEFAULT_QUANTILES
-    family_alpha: float = 1e-5
-    """Family-wise false-alarm probability per evaluation (Holm over stages x quantiles)."""
+    significance: float = 1e-5
+    """Family-wise false-alarm probability per evaluation (Holm over stages x quantiles): the
+    alert rule's ``significance``."""
     min_relative_effect: float = 0.20
     min_absolute_effect_ms: float = 5.0
     min_baseline_count: int = 10_000
     """Below this a stage's baseline is not ready (100 values above its p99)."""
     min_expected_above: float = 5.0
     """A quantile is tested only when the window expects this many values above it."""
-    confidence: float = 0.95
-    """Of the quantile intervals kept as evidence."""
+
+    @property
+    def confidence(self) -> float:
+        """Of the quantile intervals kept as evidence: ``1 - significance``, so an alert quotes
+        its intervals at the level it fired at."""
+        return 1.0 - self.significance
 
 
 @dataclass(frozen=True)
@@ -328,7 +333,7 @@ def quantile_tests(
         if baseline is None or baseline.count < rule.min_baseline_count or window.count == 0:
             continue
         family.extend((name, pending) for pending in _pending(baseline, window, rule))
-    rejected = holm_rejections([pending.p_value for _, pending in family], rule.family_alpha)
+    rejected = holm_rejections([pending.p_value for _, pending in family], rule.significance)
     results: dict[str, list[QuantileTest]] = {}
     for (name, pending), significant in zip(family, rejected, strict=True):
         results.setdefault(name, []).append(_decide(pending, significant, rule))

@@ -1,4 +1,4 @@
-"""Tests for latencyboard.alerts.regression: when the binomial tail tests and the rank test
+"""Tests for latencyboard.detectors.regression: when the binomial tail tests and the rank test
 fire, and their evidence."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from latencyboard.alerts.regression import Baseline, Method, RegressionRule, Status, evaluate
+from latencyboard.detectors.regression import Baseline, Method, RegressionRule, Status, evaluate
 from latencyboard.sketches.sketch import Sketch
 
 WEEK_START = datetime(2026, 3, 1, tzinfo=UTC)
@@ -148,8 +148,8 @@ def test_the_level_is_corrected_for_every_stage_and_quantile_tested() -> None:
     smallest = min(test.p_value for test in evaluate(baselines, windows).stages[3].tests)
     # when the family-wise level sits just above the smallest p-value, it is not enough:
     # Holm compares the smallest with alpha / 24
-    below = evaluate(baselines, windows, replace(RegressionRule(), family_alpha=smallest * 23))
-    above = evaluate(baselines, windows, replace(RegressionRule(), family_alpha=smallest * 24))
+    below = evaluate(baselines, windows, replace(RegressionRule(), significance=smallest * 23))
+    above = evaluate(baselines, windows, replace(RegressionRule(), significance=smallest * 24))
     assert not any(test.significant for stage in below.stages for test in stage.tests)
     assert any(test.significant for test in above.stages[3].tests)
 

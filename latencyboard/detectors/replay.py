@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from latencyboard.alerts import lifecycle, regression
-from latencyboard.alerts.evidence import quantile_name
-from latencyboard.alerts.tail import counts_above_many, pairs_above_many
+from latencyboard.detectors import lifecycle, regression
+from latencyboard.detectors.tail import counts_above_many, pairs_above_many
 from latencyboard.sketches.sketch import merge_many
 from latencyboard.stats.binomial import binomial_upper_tail
+from latencyboard.stats.labels import quantile_label
 from latencyboard.stats.rank import MIN_VALUES, smallest_p_values
 from latencyboard.windows import MINUTE
 
@@ -156,7 +156,7 @@ def _fired(stage: regression.StageResult, at: dt.datetime) -> ReplayedAlert:
         stage=stage.stage,
         fired_at=at,
         resolved_at=None,
-        quantile=quantile_name(test.q),
+        quantile=quantile_label(test.q),
         baseline_ms=test.baseline.estimate,
         current_ms=test.current.estimate,
         effect_pct=100.0 * test.effect_relative,
@@ -195,7 +195,7 @@ def _screen(
     deadline: float,
 ) -> np.ndarray:
     """For each evaluation minute ``t`` (index ``t``), whether some test of it could be
-    significant: its own p-value at most ``family_alpha``."""
+    significant: its own p-value at most ``significance``."""
     possible = np.zeros(count + 1, dtype=bool)
     qs = rule.quantiles
     for stage, rows in minutes.items():
@@ -220,7 +220,7 @@ def _screen(
             tested = (expected >= rule.min_expected_above) & (k_w[:, j] > expected)
             for w in np.flatnonzero(tested & ~possible[window:]):
                 p_value = binomial_upper_tail(int(k_w[w, j]), int(n_w[w]), 1.0 - q)
-                possible[window + w] |= p_value <= rule.family_alpha
+                possible[window + w] |= p_value <= rule.significance
     return possible
 
 
@@ -244,7 +244,7 @@ def _rank_screen(
     found = np.zeros(n_w.size, dtype=bool)
     if tested.any():
         bound = smallest_p_values(u_w[tested], n_w[tested], counts)
-        found[tested] = bound <= rule.family_alpha
+        found[tested] = bound <= rule.significance
     return found
 
 

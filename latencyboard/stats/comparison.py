@@ -50,6 +50,7 @@ from typing import Final
 
 from latencyboard.sketches.sketch import Sketch
 from latencyboard.stats.difference import quantile_change_intervals
+from latencyboard.stats.labels import quantile_label
 
 QUANTILES: Final = (0.5, 0.95, 0.99)
 CONFIDENCE: Final = 0.95
@@ -220,11 +221,6 @@ def _quantile_delta(
 
 
 # --- words ---------------------------------------------------------------------------------
-
-
-def quantile_label(q: float) -> str:
-    """``0.99`` → ``p99``, ``0.999`` → ``p99.9``."""
-    return f"p{round(q * 100, 6):g}"
 
 
 def format_ms(value: float) -> str:

@@ -6,7 +6,7 @@ that is a *mix shift*, and on-call should hear "60% of traffic now on v8" rather
 "regression".
 
 The decomposition, at the pooled baseline's ``q`` quantile threshold ``T`` (counted above its
-bucket, as in :mod:`latencyboard.alerts.tail`)::
+bucket, as in :mod:`latencyboard.detectors.tail`)::
 
     k       values of the window above T                      (observed)
     E0      n * r_b, r_b the pooled baseline's rate above T  (no change at all)
@@ -21,13 +21,13 @@ counts as mix, and it is judged against the version it replaces instead (the coh
 the largest baseline share): over the same window when that version still has
 ``MIN_VALUES`` values in it (a canary: both see the same hour's traffic), else against its
 baseline (a rollout to 100%), with the rank test of :mod:`latencyboard.stats.rank` (valid
-with two samples of any size) at ``family_alpha`` shared among the new versions, and the
+with two samples of any size) at ``significance`` shared among the new versions, and the
 rule's minimum effect at the median or ``q``. A new version slower than that is a
 *regression of the deploy* ("regression in v8, now 100% of traffic: p99 +35% over v7"),
 whatever share of traffic it took. ``within`` is tested properly, cohort by cohort, with the
 regression detector's tests against each cohort's own baseline (Holm over cohorts); the mix is
 *significant* when the count it predicts, ``E_mix``, would itself be significant against
-``Binomial(n, 1 - q)`` at the rule's ``family_alpha``; ``within`` is significant when ``k``
+``Binomial(n, 1 - q)`` at the rule's ``significance``; ``within`` is significant when ``k``
 is, against ``Binomial(n, E_mix / n)`` (the current mix with each cohort as in its baseline;
 wider than the exact sum of the cohorts' binomials, so it asks more before blaming them).
 
@@ -56,16 +56,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from latencyboard.alerts.regression import (
+from latencyboard.detectors.regression import (
     Baseline,
     QuantileTest,
     RegressionRule,
     large_enough,
     quantile_tests,
 )
-from latencyboard.alerts.tail import bucket_counts, count_above, threshold_of
+from latencyboard.detectors.tail import bucket_counts, count_above, threshold_of
 from latencyboard.sketches.sketch import Sketch, merge_many
 from latencyboard.stats.binomial import binomial_upper_tail
+from latencyboard.stats.labels import quantile_label
 from latencyboard.stats.rank import MIN_VALUES, rank_shift
 
 __all__ = ["MIX_SHARE", "CohortChange", "Label", "MixDecomposition", "decompose"]
@@ -136,10 +137,6 @@ def _percent(value: float) -> str:
     return f"{round(value * 100)}%"
 
 
-def _name(q: float) -> str:
-    return f"p{q * 100:g}"
-
-
 def _named(attribute: str, cohort: str) -> str:
     """ "service.version 3.4.1": a cohort with the attribute it is a value of."""
     return f"{attribute} {cohort}" if attribute else cohort
@@ -162,13 +159,13 @@ def _mix_message(
         return text
     change = driver.current_ms / reference_ms - 1.0
     side = "above" if change >= 0 else "below"
-    return f"{text}, whose {_name(q)} is {_percent(abs(change))} {side} {reference.cohort}"
+    return f"{text}, whose {quantile_label(q)} is {_percent(abs(change))} {side} {reference.cohort}"
 
 
 def _regression_message(cohort: CohortChange, attribute: str) -> str:
     test = max((t for t in cohort.tests if t.fired), key=lambda t: t.effect_ms)
     return (
-        f"regression in {_named(attribute, cohort.cohort)}: {_name(test.q)} "
+        f"regression in {_named(attribute, cohort.cohort)}: {quantile_label(test.q)} "
         f"{test.baseline.estimate:.1f} → {test.current.estimate:.1f} ms "
         f"(+{_percent(test.effect_relative)})"
     )
@@ -210,7 +207,7 @@ def _deploys(
     for name in new:
         window = windows[name]
         p_value = rank_shift(*bucket_counts(against), *bucket_counts(window)).p_value
-        if p_value > rule.family_alpha / len(new):
+        if p_value > rule.significance / len(new):
             continue
         effects = [(level, against.quantile(level), window.quantile(level)) for level in (0.5, q)]
         level, before, now = max(effects, key=lambda e: _ratio(e[1], e[2]))
@@ -229,7 +226,7 @@ def _deploy_message(deploy: _Deploy, share: float, attribute: str) -> str:
     change = f" +{_percent(ratio - 1.0)}" if math.isfinite(ratio) else ""
     return (
         f"regression in {_named(attribute, deploy.cohort)}, now {_percent(share)} of traffic: "
-        f"{_name(deploy.q)}{change} over {deploy.reference} "
+        f"{quantile_label(deploy.q)}{change} over {deploy.reference} "
         f"({deploy.reference_ms:.1f} → {deploy.current_ms:.1f} ms)"
     )
 
@@ -243,8 +240,8 @@ def decompose(
 ) -> MixDecomposition:
     """Split one stage's change at quantile ``q``: ``baselines`` and ``windows`` map each
     cohort to its baseline and to its recent window's sketch (a cohort may be missing from
-    either). ``rule`` gives the cohort tests' settings and the significance level
-    (``family_alpha``); ``attribute`` names the cohorts' attribute in the message
+    either). ``rule`` gives the cohort tests' settings and their level (its
+    ``significance``); ``attribute`` names the cohorts' attribute in the message
     ("service.version 3.4.1"). Raises ValueError when the baselines or the windows are all empty.
     """
     rule = rule or RegressionRule()
@@ -291,7 +288,7 @@ def decompose(
     mix_p_value = binomial_upper_tail(math.floor(expected_with_mix), n, 1.0 - q)
     within_p_value = binomial_upper_tail(k, n, min(1.0, expected_with_mix / n))
     within, mix = k - expected_with_mix, expected_with_mix - expected
-    anomalous = p_value <= rule.family_alpha or mix_p_value <= rule.family_alpha
+    anomalous = p_value <= rule.significance or mix_p_value <= rule.significance
     regressed = [c for c in cohorts if c.regressed and c.cohort not in slower]
     result = tuple(cohorts)
     label, cohort, message = Label.NO_CHANGE, None, "no change"
@@ -307,7 +304,7 @@ def decompose(
         worst = max(regressed, key=lambda c: max(t.effect_ms for t in c.tests if t.fired))
         cohort, message = worst.cohort, _regression_message(worst, attribute)
         label = Label.REGRESSION
-        if mix_p_value <= rule.family_alpha and mix >= MIX_SHARE * (k - expected):
+        if mix_p_value <= rule.significance and mix >= MIX_SHARE * (k - expected):
             label = Label.MIX_SHIFT_AND_REGRESSION
             driver = _driver(result, rate)
             message = f"{_mix_message(q, driver, result, attribute)}; {message}"
@@ -316,15 +313,18 @@ def decompose(
         and mix > 0
         and (
             mix >= within
-            or (mix >= MIX_SHARE * (k - expected) and within_p_value > rule.family_alpha)
+            or (mix >= MIX_SHARE * (k - expected) and within_p_value > rule.significance)
         )
     ):
         driver = _driver(result, rate)
         label, cohort = Label.MIX_SHIFT, driver.cohort
         message = _mix_message(q, driver, result, attribute)
-    elif p_value <= rule.family_alpha:
+    elif p_value <= rule.significance:
         label = Label.REGRESSION
-        message = f"regression: {k} of {n} above the baseline {_name(q)} ({expected:.1f} expected)"
+        message = (
+            f"regression: {k} of {n} above the baseline {quantile_label(q)} "
+            f"({expected:.1f} expected)"
+        )
     return MixDecomposition(
         q,
         threshold.upper_edge_ms,

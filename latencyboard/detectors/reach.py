@@ -2,7 +2,7 @@
 finds within its window, and the window a +25% shift needs (pure: no Django).
 
 A shift here is the stage's whole distribution scaled by ``1 + d`` (every request ``d``
-slower). For each test of the detector (:mod:`latencyboard.alerts.regression`) its power
+slower). For each test of the detector (:mod:`latencyboard.detectors.regression`) its power
 against that shift is worked out from the stage's own baseline, not from an assumed shape:
 
 * the count test at ``q``: with ``n`` values in the window, the count above the baseline
@@ -33,10 +33,11 @@ from typing import Final
 
 import numpy as np
 
-from latencyboard.alerts.regression import MEDIAN, Baseline, RegressionRule
-from latencyboard.alerts.tail import threshold_of
+from latencyboard.detectors.regression import MEDIAN, Baseline, RegressionRule
+from latencyboard.detectors.tail import threshold_of
 from latencyboard.sketches.buckets import GAMMA, RELATIVE_ERROR
 from latencyboard.stats.binomial import binomial_upper_tail
+from latencyboard.stats.labels import quantile_label
 from latencyboard.stats.rank import MIN_VALUES
 
 __all__ = ["POWER", "TARGET", "Reach", "family_size", "reach"]
@@ -89,7 +90,7 @@ def reach(
 ) -> Reach:
     """The rule's reach in a stage (its ready ``baseline``) at ``per_minute`` requests a
     minute, in an evaluation of ``family`` tests."""
-    level = rule.family_alpha / max(family, 1)
+    level = rule.significance / max(family, 1)
     found = _detectable(baseline, round(per_minute * window_minutes), rule, level)
     return Reach(
         per_minute,
@@ -122,7 +123,7 @@ def _detectable(
             continue
         shift = max(_bisect(power), floor_ms)
         if best is None or shift < best[0]:
-            best = (shift, f"p{round(q * 100):d}")
+            best = (shift, quantile_label(q))
     return best
 
 

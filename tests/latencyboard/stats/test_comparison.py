@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from latencyboard.compare import stats
 from latencyboard.demo.profiles import (
     FORWARD_INDEX,
     FRAUD_SCORER,
@@ -16,6 +15,7 @@ from latencyboard.demo.profiles import (
     sample_requests,
 )
 from latencyboard.sketches.sketch import Sketch
+from latencyboard.stats import comparison
 
 # model_forward of the demo's fraud-scorer: 6 ms median, 1% of requests in a heavy tail.
 FORWARD = LatencyDist(median_ms=6.0, sigma=0.3)
@@ -28,11 +28,11 @@ def forward_ms(n: int, rng: np.random.Generator, factor: float = 1.0) -> np.ndar
     return factor * FORWARD.sample_ns(n, rng) / 1e6
 
 
-def compare(a_ms: np.ndarray | list[float], b_ms: np.ndarray) -> stats.SeriesDelta:
-    return stats.compare_sketches(Sketch.from_values(a_ms), Sketch.from_values(b_ms))
+def compare(a_ms: np.ndarray | list[float], b_ms: np.ndarray) -> comparison.SeriesDelta:
+    return comparison.compare_sketches(Sketch.from_values(a_ms), Sketch.from_values(b_ms))
 
 
-def by_key(series: stats.SeriesDelta) -> dict[str, stats.QuantileDelta]:
+def by_key(series: comparison.SeriesDelta) -> dict[str, comparison.QuantileDelta]:
     return {delta.key: delta for delta in series.quantiles}
 
 
@@ -66,13 +66,13 @@ def test_a_ten_percent_slower_tail_is_significant_and_the_median_is_not():
 
     # then p95 and p99 are significantly slower by about 10%, p50 is unchanged
     quantiles = by_key(series)
-    assert quantiles["p99"].change is stats.Change.SLOWER
-    assert quantiles["p95"].change is stats.Change.SLOWER
+    assert quantiles["p99"].change is comparison.Change.SLOWER
+    assert quantiles["p95"].change is comparison.Change.SLOWER
     assert quantiles["p99"].delta_pct == pytest.approx(10.0, abs=4.0)
-    assert quantiles["p50"].change is stats.Change.NONE
-    assert series.change is stats.Change.SLOWER
-    assert stats.verdict("model_forward", series).startswith("model_forward p99 +")
-    assert stats.verdict("model_forward", series).endswith(", significantly slower")
+    assert quantiles["p50"].change is comparison.Change.NONE
+    assert series.change is comparison.Change.SLOWER
+    assert comparison.verdict("model_forward", series).startswith("model_forward p99 +")
+    assert comparison.verdict("model_forward", series).endswith(", significantly slower")
 
 
 def test_a_faster_stage_is_called_faster():
@@ -81,9 +81,9 @@ def test_a_faster_stage_is_called_faster():
 
     series = compare(a, b)
 
-    assert series.change is stats.Change.FASTER
-    assert all(delta.change is stats.Change.FASTER for delta in series.quantiles)
-    assert stats.verdict("model_forward", series).endswith(", significantly faster")
+    assert series.change is comparison.Change.FASTER
+    assert all(delta.change is comparison.Change.FASTER for delta in series.quantiles)
+    assert comparison.verdict("model_forward", series).endswith(", significantly faster")
 
 
 @pytest.mark.parametrize(
@@ -109,7 +109,7 @@ def test_small_samples_get_not_enough_data_never_a_verdict(n, compared):
         assert delta.enough_data is (key in compared)
         if key not in compared:
             assert (delta.ci_low_ms, delta.ci_high_ms) == (None, None)
-            assert delta.change is stats.Change.NOT_ENOUGH_DATA
+            assert delta.change is comparison.Change.NOT_ENOUGH_DATA
             assert not delta.significant
 
 
@@ -118,11 +118,11 @@ def test_a_stage_without_enough_data_says_so_in_words():
 
     series = compare(forward_ms(12, rng), forward_ms(40, rng))
 
-    assert series.change is stats.Change.NOT_ENOUGH_DATA
-    assert stats.verdict("serialize", series) == (
+    assert series.change is comparison.Change.NOT_ENOUGH_DATA
+    assert comparison.verdict("serialize", series) == (
         "not enough data: p50 needs 50 spans per side, there are 12 (A) and 40 (B)"
     )
-    assert stats.headline([("serialize", series)]) == (
+    assert comparison.headline([("serialize", series)]) == (
         "Not enough data to compare: no stage has enough spans on both sides."
     )
 
@@ -174,8 +174,8 @@ def test_a_real_but_immaterial_change_is_not_called_significant():
     assert p50.ci_low_ms is not None
     assert p50.ci_low_ms > 0
     assert p50.delta_ms == pytest.approx(0.8, abs=0.22)  # each side within 1%
-    assert p50.change is stats.Change.NONE
-    assert stats.verdict("postprocess", series) == "no significant change"
+    assert p50.change is comparison.Change.NONE
+    assert comparison.verdict("postprocess", series) == "no significant change"
 
 
 def test_headline_names_the_largest_significant_changes_first():
@@ -189,7 +189,7 @@ def test_headline_names_the_largest_significant_changes_first():
     barely = compare(a, sample(1.1))
     unchanged = compare(a, sample(1.0))
 
-    line = stats.headline(
+    line = comparison.headline(
         [("preprocess", barely), ("model_forward", slower), ("serialize", unchanged)],
         "B (model.version = v8)",
     )
@@ -197,12 +197,12 @@ def test_headline_names_the_largest_significant_changes_first():
     assert line.startswith("Significantly slower in B (model.version = v8): model_forward p")
     assert line.index("model_forward") < line.index("preprocess")
     assert "serialize" not in line
-    assert stats.headline([("serialize", unchanged)]) == "No significant change in any stage."
+    assert comparison.headline([("serialize", unchanged)]) == "No significant change in any stage."
 
 
 @pytest.mark.parametrize(("q", "spans"), [(0.5, 50), (0.95, 200), (0.99, 1_000), (0.999, 10_000)])
 def test_minimum_spans_keep_ten_beyond_the_quantile(q, spans):
-    assert stats.min_spans(q) == spans
+    assert comparison.min_spans(q) == spans
 
 
 @pytest.mark.parametrize(
@@ -210,7 +210,7 @@ def test_minimum_spans_keep_ten_beyond_the_quantile(q, spans):
     [(38.24, "+38.2 ms"), (-0.456, "-0.46 ms"), (123.4, "+123 ms"), (0.0, "+0.00 ms")],
 )
 def test_changes_are_written_with_their_sign_and_unit(value, text):
-    assert stats.format_ms(value) == text
+    assert comparison.format_ms(value) == text
 
 
 # --- sketch intervals and the acceptance figures ---------------------------------------
@@ -224,7 +224,7 @@ def test_no_change_is_no_significant_change_in_at_least_38_of_40_seeded_trials()
         a, b = forward_ms(6_000, rng), forward_ms(6_000, rng)
 
         # when each pair is compared as sketches
-        verdicts.append(stats.verdict("model_forward", compare(a, b)))
+        verdicts.append(comparison.verdict("model_forward", compare(a, b)))
 
     # then at least 95% say so
     assert verdicts.count("no significant change") >= 38
@@ -236,8 +236,8 @@ def test_thirty_percent_more_model_forward_is_significant_and_named():
 
     series = compare(a, b)
 
-    assert series.change is stats.Change.SLOWER
-    assert stats.headline([("model_forward", series)]).startswith(
+    assert series.change is comparison.Change.SLOWER
+    assert comparison.headline([("model_forward", series)]).startswith(
         "Significantly slower in B: model_forward p"
     )
 
@@ -266,8 +266,8 @@ def test_fraud_scorer_v8_model_forward_p99_is_the_demos_factor_inside_the_interv
     assert p99.ci_low_ms is not None
     assert p99.ci_high_ms is not None
     assert p99.ci_low_ms <= 0.35 * p99.a_ms <= p99.ci_high_ms
-    assert series.change is stats.Change.SLOWER
-    assert stats.verdict("model_forward", series).endswith("significantly slower")
+    assert series.change is comparison.Change.SLOWER
+    assert comparison.verdict("model_forward", series).endswith("significantly slower")
     for key in ("p50", "p95"):
         a_ms, b_ms = quantiles[key].a_ms, quantiles[key].b_ms
         assert a_ms is not None
