@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import cast
@@ -26,6 +25,7 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Membership, Role
 from latencyboard.web import heavy_reads
 from tests.factories import make_team, make_user
+from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -319,14 +319,13 @@ LOCK_WAITERS = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NO
 
 def wait_for_lock_waiters(count: int) -> None:
     """Until ``count`` sessions wait for an advisory lock (requests for a heavy-read slot)."""
-    deadline = time.monotonic() + 60
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        while True:
+
+        def waiting() -> bool:
             cursor.execute(LOCK_WAITERS)
-            if cursor.fetchone() == (count,):
-                return
-            assert time.monotonic() < deadline, f"{count} requests did not wait for the slot"
-            time.sleep(0.1)
+            return cursor.fetchone() == (count,)
+
+        wait_until(waiting, timeout=60, message=f"{count} requests did not wait for the slot")
 
 
 @pytest.mark.parametrize("sign_in", [with_session, with_read_only_token])
