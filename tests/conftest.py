@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from hypothesis import settings as hypothesis_settings
 from latencyboard.local.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from tests.snapshots import Seeds
 from tests.span_storage import empty_span_table
+from tests.support import wait_until
 
 # Examples have no deadline: on a loaded machine (two test processes, a browser and workers on
 # two cores) an example's wall time says nothing about the code, and a slow one failed the run.
@@ -178,15 +178,28 @@ def scratch_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+OTHERS_BUSY = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND state IN ('active', 'idle in transaction')
+"""
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _flushes_retried_past_deadlocks() -> Iterator[None]:
     """The flush after a transactional test truncates every table. A request the live web
     process is still answering for a browser test that has ended can hold one table while
     waiting for another, and PostgreSQL then cancels one of the two: when it is the flush,
-    it is run again (its transaction was rolled back whole)."""
+    it is run again (its transaction was rolled back whole) once that request has ended."""
     from django.core.management.base import CommandError
-    from django.db import OperationalError
+    from django.db import OperationalError, connection
     from django.test import testcases
+
+    def others_idle() -> bool:
+        """Whether no other session of the test database is in a statement or transaction."""
+        with connection.cursor() as cursor:
+            cursor.execute(OTHERS_BUSY)
+            return cursor.fetchone() == (0,)
 
     original = testcases.TransactionTestCase._fixture_teardown  # type: ignore[attr-defined]
 
@@ -201,7 +214,7 @@ def _flushes_retried_past_deadlocks() -> Iterator[None]:
                 )
                 if not deadlock or attempt == 4:
                     raise
-                time.sleep(0.5)
+                wait_until(others_idle, timeout=30, message="another session stayed busy")
 
     setattr(testcases.TransactionTestCase, "_fixture_teardown", teardown)  # noqa: B010
     yield

@@ -5,8 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from latencyboard.local.embedded import port_is_open
 
@@ -15,6 +17,29 @@ ROOT = Path(__file__).resolve().parents[1]
 # the suite on one machine never share (or fight over) a folder.
 SCREENSHOTS = ROOT / "var" / "test" / "screenshots"
 PYTHON = sys.executable
+
+T = TypeVar("T")
+
+
+def wait_until(
+    condition: Callable[[], T],
+    *,
+    timeout: float,
+    interval: float = 0.05,
+    message: str | Callable[[], str] = "",
+) -> T:
+    """The first true value ``condition()`` returns, asking every ``interval`` seconds.
+
+    AssertionError once ``timeout`` seconds pass without one, with the last value and
+    ``message`` (or what it returns, read only then: a process's log, say).
+    """
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() >= deadline:
+            said = message() if callable(message) else message
+            raise AssertionError(f"not within {timeout:g} s (last {value!r}): {said}")
+        time.sleep(interval)
+    return value
 
 
 @dataclass
@@ -36,12 +61,20 @@ def start_process(
             argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     running = RunningProcess(process, log_path)
-    deadline = time.monotonic() + 60
-    while ready_port is not None and not port_is_open(ready_port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            stop_process(running)
-            raise RuntimeError(f"{argv} did not start:\n{running.log()}")
-        time.sleep(0.1)
+    if ready_port is None:
+        return running
+    port = ready_port
+
+    def listening() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"exited with code {process.returncode}")
+        return port_is_open(port)
+
+    try:
+        wait_until(listening, timeout=60, message=f"no listener on port {port}")
+    except AssertionError as error:
+        stop_process(running)
+        raise RuntimeError(f"{argv} did not start: {error}\n{running.log()}") from None
     return running
 
 
@@ -75,8 +108,5 @@ def start_worker(
     argv = [PYTHON, "-m", "celery", "-A", "latencyboard", "worker", "--pool", pool, *options]
     argv += ["--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"]
     running = start_process(argv, env, log_path)
-    deadline = time.monotonic() + 60
-    while "ready." not in running.log():
-        assert time.monotonic() < deadline, running.log()
-        time.sleep(0.1)
+    wait_until(lambda: "ready." in running.log(), timeout=60, message=running.log)
     return running

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Max, Sum
 from django.utils import timezone
 
 from latencyboard.demo.backfill import BACKFILL, CHUNK, BackfillProgress, backfill_demo
@@ -103,11 +103,11 @@ def load_demo_history(
     # they run side by side, each in as many threads as it has concurrent workers in
     # production (row locks with SKIP LOCKED split the work), so the database and Python
     # overlap.
-    catch_up = _CatchUp(say, written.spans + llm_spans)
+    catch_up = _CatchUp.of(team, say)
     work = [
-        lambda: catch_up.until_done("rollups", _fold_step),
-        lambda: catch_up.until_done("shares", _share_step),
-        lambda: catch_up.until_done("shares", _share_step),
+        lambda: catch_up.until_done(_fold_step),
+        lambda: catch_up.until_done(catch_up.share_step),
+        lambda: catch_up.until_done(catch_up.share_step),
     ]
     with ThreadPoolExecutor(len(work), thread_name_prefix="history") as executor:
         for future in [executor.submit(_closing_connection, job) for job in work]:
@@ -142,16 +142,8 @@ def _still_to_write(
     return end - (end - last) // CHUNK * CHUNK, end
 
 
-def _fold_step() -> tuple[int, bool]:
-    fold = services.fold_until_idle(timezone.now, _STEP_SECONDS)
-    return fold.spans, bool(fold.batches)
-
-
-def _share_step() -> tuple[int, bool]:
-    step = stage_share_services.compute_stage_shares(
-        timezone.now(), seconds=_STEP_SECONDS, minutes_per_step=_SHARE_MINUTES_PER_STEP
-    )
-    return step.minutes, bool(step.behind)
+def _fold_step() -> bool:
+    return bool(services.fold_until_idle(timezone.now, _STEP_SECONDS).batches)
 
 
 def _closing_connection(job: Callable[[], None]) -> None:
@@ -164,26 +156,46 @@ def _closing_connection(job: Callable[[], None]) -> None:
 @dataclass
 class _CatchUp:
     """Progress of the catch-up work, shared by its threads and said in one line at most
-    every :data:`_REPORT_SECONDS`."""
+    every :data:`_REPORT_SECONDS`.
+
+    The fold's progress is read from the team's batches pending when the catch-up began (an
+    earlier, stopped start's included): the spans stored in those rolled up since. Not from
+    what the folds return, which also counts the rows ingest derives from spans (stages
+    taken from attributes and events) and the batches of other teams.
+    """
 
     say: Callable[[str], None]
-    spans: int  # to fold
-    done: dict[str, int] = field(default_factory=lambda: {"rollups": 0, "shares": 0})
+    batches: list[int]
+    spans: int  # stored in ``batches``: to fold
+    shares: int = 0  # pipeline minutes
     lock: threading.Lock = field(default_factory=threading.Lock)
     said_at: float = field(default_factory=time.monotonic)
     said: str = ""
 
-    def until_done(self, kind: str, step: Callable[[], tuple[int, bool]]) -> None:
-        """Call ``step`` (returning what it did and whether more is left) until nothing is."""
+    @classmethod
+    def of(cls, team: Team, say: Callable[[str], None]) -> _CatchUp:
+        pending = IngestBatch.objects.filter(team=team, rolled_up_at=None)
+        stored = dict(pending.values_list("pk", "stored_spans"))
+        return cls(say, list(stored), sum(stored.values()))
+
+    def until_done(self, step: Callable[[], bool]) -> None:
+        """Call ``step`` (returning whether more is left) until nothing is."""
         while True:
-            done, more = step()
+            more = step()
             with self.lock:
-                self.done[kind] += done
                 if time.monotonic() - self.said_at >= _REPORT_SECONDS:
                     self.said_at = time.monotonic()
                     self.say_if_new()
             if not more:
                 return
+
+    def share_step(self) -> bool:
+        step = stage_share_services.compute_stage_shares(
+            timezone.now(), seconds=_STEP_SECONDS, minutes_per_step=_SHARE_MINUTES_PER_STEP
+        )
+        with self.lock:
+            self.shares += step.minutes
+        return bool(step.behind)
 
     def say_if_new(self) -> None:
         line = self.line()
@@ -193,6 +205,10 @@ class _CatchUp:
 
     def line(self) -> str:
         return (
-            f"rollups {self.done['rollups']:,}/{self.spans:,} spans, "
-            f"stage shares {self.done['shares']:,} pipeline minutes"
+            f"rollups {self.spans - self._unfolded():,}/{self.spans:,} spans, "
+            f"stage shares {self.shares:,} pipeline minutes"
         )
+
+    def _unfolded(self) -> int:
+        pending = IngestBatch.objects.filter(pk__in=self.batches, rolled_up_at=None)
+        return pending.aggregate(spans=Sum("stored_spans"))["spans"] or 0

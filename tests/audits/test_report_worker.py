@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +10,7 @@ from audits.models import Report, ReportStatus
 from latencyboard.pipelines.models import Pipeline
 from latencyboard.teams.models import Role
 from tests.factories import make_team, make_user
-from tests.support import PYTHON, RunningProcess, start_process, stop_process
+from tests.support import PYTHON, RunningProcess, start_process, stop_process, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
@@ -56,10 +55,14 @@ def test_requested_report_is_built_by_the_reports_worker(client, reports_worker)
 
     # then the worker builds it: done, with its files
     report = Report.objects.get(team=team)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and report.status != ReportStatus.DONE:
-        time.sleep(0.3)
-        report.refresh_from_db()
+    finished = (ReportStatus.DONE, ReportStatus.FAILED)
+    wait_until(
+        lambda: Report.objects.filter(pk=report.pk, status__in=finished).exists(),
+        timeout=60,
+        interval=0.3,
+        message=reports_worker.log,
+    )
+    report.refresh_from_db()
     assert (report.status, report.progress) == (ReportStatus.DONE, 100)
     assert sorted(report.files.values_list("name", flat=True)) == [
         "alerts.csv",

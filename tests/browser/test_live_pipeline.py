@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,14 @@ from latencyboard.spans.models import IngestBatch
 from tests.browser.conftest import PASSWORD, LiveWeb, log_in, screenshot, serve_web
 from tests.factories import make_team_with_token, make_user
 from tests.ingest.otlp import SpanSpec, export_request, post
-from tests.support import PYTHON, RunningProcess, start_process, start_worker, stop_process
+from tests.support import (
+    PYTHON,
+    RunningProcess,
+    start_process,
+    start_worker,
+    stop_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,10 +78,11 @@ def export(ingest: Ingest, requests: int, start: dt.datetime) -> None:
 
 
 def wait_folded(team_id: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while IngestBatch.objects.filter(team_id=team_id, rolled_up_at=None).exists():
-        assert time.monotonic() < deadline, "the batch was never folded"
-        time.sleep(0.05)
+    wait_until(
+        lambda: not IngestBatch.objects.filter(team_id=team_id, rolled_up_at=None).exists(),
+        timeout=timeout,
+        message="the batch was never folded",
+    )
 
 
 def fold_elsewhere() -> None:

@@ -63,6 +63,7 @@ def export_as_the_collector(
             )
             if not retryable:
                 return Outcome(attempt, code)
+            # the Collector's pause before it retries: what RetryInfo asks, else its backoff
             time.sleep(BACKOFF_S if delay is None else delay)
             continue
         return Outcome(attempt, None)

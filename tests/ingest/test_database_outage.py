@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,7 @@ from google.rpc.status_pb2 import Status
 
 from latencyboard.local.embedded import EmbeddedPostgres, free_port
 from tests.ingest.otlp import SpanSpec, export_request, post
-from tests.support import PYTHON, ROOT, RunningProcess, start_process, stop_process
+from tests.support import PYTHON, ROOT, RunningProcess, start_process, stop_process, wait_until
 
 PROTOBUF = "application/x-protobuf"
 
@@ -97,14 +96,16 @@ def test_database_stopped_is_503_and_the_retried_batch_is_stored_once(own_stack:
     assert int(refused.headers["retry-after"]) >= 1
     assert Status.FromString(refused.body).code == 14  # UNAVAILABLE
 
-    # when the database is back and the exporter retries (as it does on 503) until accepted
+    # when the database is back and the exporter retries (as it does on 503, after a pause)
+    # until accepted
     own_stack.postgres.start()
-    statuses = []
-    for _ in range(20):
+    statuses: list[int] = []
+
+    def accepted() -> bool:
         statuses.append(post(own_stack.url, during, headers).status)
-        if statuses[-1] == 200:
-            break
-        time.sleep(0.5)
+        return statuses[-1] == 200
+
+    wait_until(accepted, timeout=10, interval=0.5, message=lambda: f"answered {statuses}")
 
     # then the retried batch is stored exactly once, next to the first
     assert statuses[-1] == 200

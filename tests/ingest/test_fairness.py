@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import pytest
@@ -23,6 +24,7 @@ from tests.factories import make_team_with_token
 from tests.ingest.collector_rule import export_as_the_collector, retry_delay
 from tests.ingest.conftest import IngestServer, running_ingest
 from tests.ingest.otlp import SpanSpec, export_request, post
+from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,6 +83,22 @@ def _start_upload(sock: socket.socket, content_length: int, token: str) -> None:
     sock.sendall(head.encode())
 
 
+def _read_by_listener(server: IngestServer, *socks: socket.socket) -> bool:
+    """Whether the listener has read every byte sent on ``socks``: none is left in their send
+    queues nor in the listener's receive queues (Linux's table of TCP sockets)."""
+    ports = {sock.getsockname()[1] for sock in socks}
+    unread = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(address.split(":")[1], 16) for address in fields[1:3])
+        sending, receiving = (int(queue, 16) for queue in fields[4].split(":"))
+        if local in ports:
+            unread += sending
+        elif remote in ports and local == server.http_port:
+            unread += receiving
+    return unread == 0
+
+
 def _answer(sock: socket.socket) -> bytes:
     return sock.recv(65536)
 
@@ -124,11 +142,11 @@ def test_uploads_that_declare_huge_bodies_and_send_none_hold_nothing(fairness_se
     # given team B's two uploads declaring 4 MiB and 2 MiB (the whole 6 MiB in flight) and
     # sending 100 bytes each
     team_a, team_b = make_team_with_token("a"), make_team_with_token("b")
-    for declared in (MAX_BODY_BYTES, 2 * MIB):
-        sock = connect()
+    uploads = [connect(), connect()]
+    for sock, declared in zip(uploads, (MAX_BODY_BYTES, 2 * MIB), strict=True):
         _start_upload(sock, declared, team_b.token)
         sock.sendall(b"\x00" * 100)
-    time.sleep(0.5)  # let the listener admit them
+    wait_until(lambda: _read_by_listener(fairness_server, *uploads), timeout=10)
 
     # when team A exports
     status = _export(fairness_server, team_a.token)
@@ -144,7 +162,7 @@ def test_a_team_alone_may_use_every_byte_in_flight(fairness_server, connect):
     held = connect()
     _start_upload(held, MAX_BODY_BYTES, team_b.token)
     held.sendall(b"\x00" * (7 * MIB // 2))
-    time.sleep(0.5)  # let the listener read it
+    wait_until(lambda: _read_by_listener(fairness_server, held), timeout=10)
 
     # when B sends another 1 MiB export, past its share with nobody else waiting
     status = _export(fairness_server, team_b.token, spans=1000, payload=1000)
@@ -163,7 +181,7 @@ def test_a_team_that_finds_no_room_waits_and_the_others_keep_to_their_shares(
     first.sendall(b"\x00" * (7 * MIB // 2))
     _start_upload(second, MAX_BODY_BYTES, team_b.token)
     second.sendall(b"\x00" * (2 * MIB))
-    time.sleep(0.5)  # let the listener read them
+    wait_until(lambda: _read_by_listener(fairness_server, first, second), timeout=10)
 
     # when team A exports 1 MiB, and B's second upload keeps sending
     status_a: list[int] = []
@@ -243,10 +261,13 @@ def test_silent_grpc_streams_of_one_team_give_way_to_another_teams_export(fairne
 
 
 def _first_answered(calls: list[grpc.Future], count: int, within_s: float) -> list[grpc.Future]:
-    """The calls answered once ``count`` of them are (or ``within_s`` has passed)."""
-    deadline = time.monotonic() + within_s
-    while sum(call.done() for call in calls) < count and time.monotonic() < deadline:
-        time.sleep(0.01)
+    """The calls answered once ``count`` of them are, within ``within_s``."""
+    wait_until(
+        lambda: sum(call.done() for call in calls) >= count,
+        timeout=within_s,
+        interval=0.01,
+        message=f"{count} of the calls answered",
+    )
     return [call for call in calls if call.done()]
 
 

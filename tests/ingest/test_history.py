@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from django.utils import timezone
 
 from latencyboard.dashboards.deployments import Marker
 from latencyboard.dashboards.queries import deployment_markers
+from latencyboard.demo import history
 from latencyboard.demo.backfill import backfill_demo
 from latencyboard.demo.history import load_demo_history
 from latencyboard.demo.profiles import PIPELINES, candidate_share_at
@@ -31,6 +33,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 RATE = 0.01  # requests/s per pipeline: sparser than make run's, through the same code path
 HOUR = dt.timedelta(hours=1)
+ROLLUPS = re.compile(r"^rollups ([\d,]+)/([\d,]+) spans, ")
 
 
 def _counts(team: Team) -> tuple[int, int, int, int]:
@@ -40,6 +43,16 @@ def _counts(team: Team) -> tuple[int, int, int, int]:
         Pipeline.objects.filter(team=team).count(),
         Objective.objects.filter(team=team).count(),
     )
+
+
+def rollup_progress(lines: list[str]) -> list[tuple[int, int]]:
+    """The spans folded and the spans to fold, as each progress line of the fold says them."""
+    found = [ROLLUPS.match(line) for line in lines]
+    return [(int(m[1].replace(",", "")), int(m[2].replace(",", ""))) for m in found if m]
+
+
+def stored_spans(team: Team) -> int:
+    return IngestBatch.objects.filter(team=team).aggregate(spans=Sum("stored_spans"))["spans"]
 
 
 def rollout_started_after_the_first_day(profile, now: dt.datetime) -> bool:
@@ -193,3 +206,46 @@ def test_a_start_stopped_while_writing_the_history_is_finished_by_the_next(tmp_p
         ).exists()
     # and a start after that keeps it
     assert load_demo_history(team, now=end + 2 * HOUR, progress=lambda line: None) is None
+
+
+def test_the_fold_s_progress_counts_the_spans_written_up_to_all_of_them(tmp_path, monkeypatch):
+    # given a first local start, saying the fold's progress after each of its steps
+    monkeypatch.setattr(history, "_REPORT_SECONDS", 0.0)
+    bootstrap(tmp_path, demo=True)
+    team = Team.objects.get(slug="demo")
+
+    # when it loads a day of history, with the LLM pipeline's spans (stages are derived from
+    # their attributes and stored beside them: they are no spans written)
+    progress: list[str] = []
+    result = load_demo_history(
+        team, now=timezone.now(), progress=progress.append, days=1, requests_per_s=RATE
+    )
+
+    # then every line counts the spans written, never more folded than that, and the last
+    # line all of them folded
+    assert result is not None
+    counts = rollup_progress(progress)
+    assert {total for _, total in counts} == {result.spans}
+    assert [(done, total) for done, total in counts if done > total] == []
+    assert [done for done, _ in counts] == sorted(done for done, _ in counts)
+    assert counts[-1] == (result.spans, result.spans)
+
+
+def test_the_fold_s_progress_after_a_stopped_start_counts_its_spans_too(tmp_path):
+    # given a first start stopped after writing a day of history, none of it folded
+    bootstrap(tmp_path, demo=True)
+    team = Team.objects.get(slug="demo")
+    end = timezone.now().replace(minute=30, second=0, microsecond=0)
+    backfill_demo(team, days=1, end=end - dt.timedelta(days=1), now=end, requests_per_s=RATE)
+    left_unfolded = stored_spans(team)
+
+    # when the next start writes the rest and folds
+    progress: list[str] = []
+    result = load_demo_history(
+        team, now=end + HOUR, progress=progress.append, days=2, requests_per_s=RATE
+    )
+
+    # then its progress ends at every span stored folded: the first start's and its own
+    assert result is not None
+    assert rollup_progress(progress)[-1] == (stored_spans(team), stored_spans(team))
+    assert stored_spans(team) == left_unfolded + result.spans

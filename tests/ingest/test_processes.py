@@ -21,7 +21,7 @@ from latencyboard.local.embedded import free_port, port_is_open
 from latencyboard.spans.models import Span
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import Reply, SpanSpec, export_request, post
-from tests.support import PYTHON, RunningProcess, start_process, stop_process
+from tests.support import PYTHON, RunningProcess, start_process, stop_process, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,13 +29,13 @@ STORED = re.compile(r'^latencyboard_ingest_spans_stored_total\{protocol="([^"]+)
 
 
 def _workers(supervisor: RunningProcess, count: int) -> list[psutil.Process]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        children = psutil.Process(supervisor.process.pid).children()
-        if len(children) == count:
-            return children
-        time.sleep(0.1)
-    raise AssertionError(f"expected {count} workers:\n{supervisor.log()}")
+    def children() -> list[psutil.Process]:
+        found = psutil.Process(supervisor.process.pid).children()
+        return found if len(found) == count else []
+
+    return wait_until(
+        children, timeout=30, message=lambda: f"expected {count} workers:\n{supervisor.log()}"
+    )
 
 
 @pytest.fixture
@@ -57,9 +57,7 @@ def two_workers(ingest_env, tmp_path) -> Iterator[tuple[RunningProcess, int, int
         ready_port=http_port,
     )
     _workers(running, 2)
-    deadline = time.monotonic() + 30
-    while not port_is_open(grpc_port) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: port_is_open(grpc_port), timeout=30, message=running.log)
     yield running, http_port, grpc_port
     stop_process(running)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -24,7 +23,7 @@ from latencyboard.spans.models import Span
 from latencyboard.spans.services import existing_partitions
 from tests.factories import make_team
 from tests.latencyboard import test_retention
-from tests.support import PYTHON, RunningProcess, start_process, stop_process
+from tests.support import PYTHON, RunningProcess, start_process, stop_process, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
@@ -48,15 +47,6 @@ def worker(
     stop_process(running)
 
 
-def _wait_for(condition, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def test_partition_task_runs_in_the_worker(worker: RunningProcess):
     # given the partition for the last day ahead is missing
     last = partitions.wanted(timezone.now(), ahead_days=3)[-1]
@@ -68,7 +58,7 @@ def test_partition_task_runs_in_the_worker(worker: RunningProcess):
     tasks.ensure_partitions.delay()
 
     # then the worker process creates it
-    assert _wait_for(lambda: last.name in existing_partitions()), worker.log()
+    wait_until(lambda: last.name in existing_partitions(), timeout=30, message=worker.log)
     assert "spans.ensure_partitions" in worker.log()
 
 
@@ -82,7 +72,7 @@ def test_expired_partitions_are_dropped_by_the_worker(worker: RunningProcess):
     tasks.drop_expired_partitions.delay()
 
     # then the worker drops it
-    assert _wait_for(lambda: old.name not in existing_partitions()), worker.log()
+    wait_until(lambda: old.name not in existing_partitions(), timeout=30, message=worker.log)
 
 
 def test_compaction_and_stage_share_tasks_run_in_the_worker(worker: RunningProcess):
@@ -133,8 +123,10 @@ def test_compaction_and_stage_share_tasks_run_in_the_worker(worker: RunningProce
         ).first()
         return None if row is None else row.count
 
-    assert _wait_for(lambda: hour_row_count() == 3), worker.log()
-    assert _wait_for(lambda: StageShare.objects.filter(team=team).exists()), worker.log()
+    wait_until(lambda: hour_row_count() == 3, timeout=30, message=worker.log)
+    wait_until(
+        lambda: StageShare.objects.filter(team=team).exists(), timeout=30, message=worker.log
+    )
 
 
 def test_thinning_task_runs_in_the_worker(worker: RunningProcess, settings):
@@ -150,8 +142,10 @@ def test_thinning_task_runs_in_the_worker(worker: RunningProcess, settings):
 
     # then the worker thins the day and records it, and the task ends (it goes on to the other
     # past days; the database is flushed after the test, which must not meet it mid-swap)
-    assert _wait_for(
-        lambda: ThinnedDay.objects.filter(day=test_retention.DAY).exists(), timeout=120
-    ), worker.log()
-    assert _wait_for(lambda: f"{task.id}] succeeded" in worker.log(), timeout=120), worker.log()
+    wait_until(
+        lambda: ThinnedDay.objects.filter(day=test_retention.DAY).exists(),
+        timeout=120,
+        message=worker.log,
+    )
+    wait_until(lambda: f"{task.id}] succeeded" in worker.log(), timeout=120, message=worker.log)
     assert 0 < Span.objects.filter(team=team).count() < spans / 5

@@ -9,10 +9,18 @@ from pathlib import Path
 import pytest
 
 from latencyboard.local.embedded import EmbeddedRedis, free_port
+from latencyboard.rollups.waking import WAKE_INTERVAL_SECONDS
 from latencyboard.spans.models import IngestBatch, Span
 from tests.factories import make_team_with_token
 from tests.ingest.otlp import SpanSpec, export_request, post
-from tests.support import PYTHON, RunningProcess, start_process, start_worker, stop_process
+from tests.support import (
+    PYTHON,
+    RunningProcess,
+    start_process,
+    start_worker,
+    stop_process,
+    wait_until,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,9 +61,12 @@ def export(url: str, token: str, spans: int) -> int:
 
 def seconds_until_folded(team_id: int, timeout: float = 10) -> float:
     started = time.monotonic()
-    while IngestBatch.objects.filter(team_id=team_id, rolled_up_at=None).exists():
-        assert time.monotonic() - started < timeout, "the batch was never folded"
-        time.sleep(0.02)
+    wait_until(
+        lambda: not IngestBatch.objects.filter(team_id=team_id, rolled_up_at=None).exists(),
+        timeout=timeout,
+        interval=0.02,
+        message="the batch was never folded",
+    )
     return time.monotonic() - started
 
 
@@ -64,12 +75,13 @@ def test_an_ingest_commit_wakes_the_fold_well_before_the_next_beat(ingest, worke
     # given a worker without beat, and a team exporting spans
     sender = make_team_with_token()
 
-    # when three exports are answered 200, a second apart
+    # when three exports are answered 200, each after a quiet spell (the ingest process wakes
+    # the fold at once after one, then at most once per interval: this test is about the former)
     statuses, waits = [], []
     for _ in range(3):
         statuses.append(export(ingest, sender.token, 50))
         waits.append(seconds_until_folded(sender.team.pk))
-        time.sleep(1)
+        time.sleep(WAKE_INTERVAL_SECONDS)
 
     # then each was folded within a second of its 200 (the beat runs every 5 s)
     assert statuses == [200, 200, 200]
@@ -91,8 +103,7 @@ def test_with_redis_stopped_ingest_keeps_storing_and_answering_200(child_env, tm
         statuses = [export(url, sender.token, 20), export(url, sender.token, 20)]
         answered = time.monotonic() - started
         # the wake gives up on its own thread, after the broker client's retries
-        while "rollup.wake_failed" not in running.log() and time.monotonic() - started < 30:
-            time.sleep(0.2)
+        wait_until(lambda: "rollup.wake_failed" in running.log(), timeout=30, interval=0.2)
     finally:
         stop_process(running)
 

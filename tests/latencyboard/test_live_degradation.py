@@ -28,6 +28,7 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups import services
 from latencyboard.spans.models import IngestBatch
 from tests.factories import make_requests, make_team, make_user
+from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -132,7 +133,10 @@ def test_a_fold_without_redis_commits_and_the_next_one_after_it_returns_publishe
     # when Redis returns and more spans are folded
     own_redis.start()
     page = listen(pipeline_group(pipeline.pk))
-    time.sleep(PAUSE_AFTER_FAILED_SEND_SECONDS)
+    # publishing pauses for a while after a failed send: until it publishes again
+    wait_until(
+        lambda: publish("elsewhere", {"type": "probe"}), timeout=2 * PAUSE_AFTER_FAILED_SEND_SECONDS
+    )
     writer.write(
         team.pk, make_requests("recommender", 4, minute + dt.timedelta(seconds=30)), **WRITE
     )

@@ -23,9 +23,9 @@ import psycopg
 import pytest
 import redis
 
-from latencyboard.local.embedded import free_port
+from latencyboard.local.embedded import free_port, port_is_open
 from tests.ingest.otlp import SpanSpec, export_request, post
-from tests.support import PYTHON, ROOT
+from tests.support import PYTHON, ROOT, wait_until
 
 BANNER_END = "Press Ctrl-C to stop."
 PORT_NAMES = (
@@ -141,20 +141,14 @@ def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
 
 
 def _export(runner: Runner, timeout: float) -> int:
-    """POST one span to the ingest port with the demo token, retrying while nothing listens;
-    the HTTP status."""
+    """POST one span to the ingest port with the demo token, once it listens; the HTTP
+    status."""
     token = (runner.var_dir / "demo-token").read_text().strip()
     body = export_request(SpanSpec(name="after-restart"), service="restart-check")
-    url = f"http://127.0.0.1:{runner.ports['INGEST_HTTP_PORT']}/v1/traces"
+    port = runner.ports["INGEST_HTTP_PORT"]
     headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {token}"}
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return post(url, body.SerializeToString(), headers).status
-        except ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
+    wait_until(lambda: port_is_open(port), timeout=timeout, message=f"no ingest on port {port}")
+    return post(f"http://127.0.0.1:{port}/v1/traces", body.SerializeToString(), headers).status
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -250,11 +244,13 @@ def test_run_command_serves_login_stores_history_and_demo_spans_and_stops_cleanl
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
     # and the demo's live spans reach PostgreSQL, more and more of them
-    deadline = time.monotonic() + 60
     counts = [runner.span_count()]
-    while time.monotonic() < deadline and not (len(counts) > 2 and counts[-1] > counts[-2]):
-        time.sleep(0.5)
+
+    def grown() -> bool:
         counts.append(runner.span_count())
+        return len(counts) > 2 and counts[-1] > counts[-2]
+
+    wait_until(grown, timeout=60, interval=0.5, message=lambda: f"span counts {counts}")
     assert counts[-1] > counts[-2] > 0, counts
 
     # when Ctrl-C reaches it
@@ -319,10 +315,7 @@ def test_a_killed_redis_is_restarted_and_new_spans_are_rolled_up_again(start_run
 def _assert_rolled_up(runner: Runner) -> None:
     """Every stored batch is rolled up within 90 s, into rollup rows."""
     pending = "SELECT count(*) FROM spans_ingestbatch WHERE rolled_up_at IS NULL"
-    deadline = time.monotonic() + 90
-    while runner.count(pending) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert runner.count(pending) == 0
+    wait_until(lambda: runner.count(pending) == 0, timeout=90, interval=0.2)
     assert runner.count("SELECT count(*) FROM rollups_rollup") > 0
 
 

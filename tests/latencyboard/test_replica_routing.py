@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from latencyboard.pipelines.models import Pipeline
 from latencyboard.rollups.models import Resolution, Rollup
 from latencyboard.sketches.sketch import Sketch
 from tests.factories import make_team, make_user
+from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", REPLICA])
 
@@ -115,19 +115,21 @@ def wait_until_replayed(server: EmbeddedPostgres, upto: str = "pg_last_wal_repla
     with psycopg.connect(conninfo()) as conn:
         row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
     assert row is not None
-    deadline = time.monotonic() + REPLAY_TIMEOUT_S
     sql = f"SELECT {upto} >= '{row[0]}'::pg_lsn"
-    while standby_sql(server, sql) != (True,):
-        assert time.monotonic() < deadline, "the standby did not catch up"
-        time.sleep(0.05)
+    wait_until(
+        lambda: standby_sql(server, sql) == (True,),
+        timeout=REPLAY_TIMEOUT_S,
+        message="the standby did not catch up",
+    )
 
 
 def pause_replay(server: EmbeddedPostgres) -> None:
     standby_sql(server, "SELECT pg_wal_replay_pause()")
-    deadline = time.monotonic() + REPLAY_TIMEOUT_S
-    while standby_sql(server, "SELECT pg_get_wal_replay_pause_state()") != ("paused",):
-        assert time.monotonic() < deadline, "replay did not pause"
-        time.sleep(0.05)
+    wait_until(
+        lambda: standby_sql(server, "SELECT pg_get_wal_replay_pause_state()") == ("paused",),
+        timeout=REPLAY_TIMEOUT_S,
+        message="replay did not pause",
+    )
 
 
 def add_minute(pipeline: Pipeline, minute: int, spans: int) -> None:

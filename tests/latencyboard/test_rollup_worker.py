@@ -28,7 +28,7 @@ from latencyboard.spans.models import IngestBatch
 from latencyboard.storage.locks import FOLD
 from latencyboard.teams.models import Team
 from tests.factories import make_team
-from tests.support import PYTHON, RunningProcess, start_process, stop_process
+from tests.support import PYTHON, RunningProcess, start_process, stop_process, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
@@ -195,23 +195,18 @@ def folds(writing: str = "") -> list[int]:
         return [pid for (pid,) in cursor.fetchall()]
 
 
-def wait_for(condition: Callable[[], object], timeout: float, interval: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(interval)
-    return False
-
-
-def fold_through_the_worker(team: Team, timeout: float = 120) -> bool:
+def fold_through_the_worker(team: Team, worker: RunningProcess, timeout: float = 120) -> None:
     """Send ``rollups.fold`` (as beat would, every few seconds) until no batch is pending."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tasks.fold.apply_async(expires=10)
-        if wait_for(lambda: pending(team) == 0, timeout=5):
-            return True
-    return False
+    next_beat = 0.0
+
+    def folded() -> bool:
+        nonlocal next_beat
+        if time.monotonic() >= next_beat:
+            tasks.fold.apply_async(expires=10)
+            next_beat = time.monotonic() + 5
+        return pending(team) == 0
+
+    wait_until(folded, timeout=timeout, interval=0.2, message=worker.log)
 
 
 def test_killed_fold_leaves_no_trace_and_the_next_worker_folds_each_span_once(start_worker):
@@ -228,19 +223,20 @@ def test_killed_fold_leaves_no_trace_and_the_next_worker_folds_each_span_once(st
     # when a worker is SIGKILLed while its open fold transaction is writing rollup rows
     first = start_worker()
     tasks.fold.delay()
-    writing = wait_for(lambda: folds(writing="rollups_rollup"), timeout=60, interval=0.002)
+    wait_until(
+        lambda: folds(writing="rollups_rollup"), timeout=60, interval=0.002, message=first.log
+    )
     os.killpg(first.process.pid, signal.SIGKILL)
     first.process.wait()
-    assert writing, first.log()
 
     # then PostgreSQL rolls the fold back: what is rolled up is whole batches, counted once
-    assert wait_for(lambda: not folds(), timeout=30), "the killed fold still holds its lock"
+    wait_until(lambda: not folds(), timeout=30, message="the killed fold still holds its lock")
     assert pending(team) in {400, 200}, "the kill should land inside a 200-batch fold"
     assert rollup_counts(team) == raw_counts(team, folded_only=True)
 
     # when another worker folds until nothing is pending
     second = start_worker()
-    assert fold_through_the_worker(team), second.log()
+    fold_through_the_worker(team, second)
 
     # then every (pipeline, stage, minute) and end-to-end minute equals the raw count, and so
     # do the objective's exact counters
@@ -256,11 +252,11 @@ def test_without_a_worker_the_wait_times_out_and_the_counts_differ():
     store_batches(team, 4)
     tasks.fold.apply_async(expires=3)
 
-    # when we wait for the rollups as the other tests do
-    folded = wait_for(lambda: pending(team) == 0, timeout=5)
+    # when we wait for the rollups as the other tests do, then the wait gives up
+    with pytest.raises(AssertionError, match="not within 5 s"):
+        wait_until(lambda: pending(team) == 0, timeout=5)
 
-    # then the wait gives up and the counts tell rollups and raw spans apart
-    assert not folded
+    # and the counts tell rollups and raw spans apart
     assert rollup_counts(team) == {}
     assert rollup_counts(team) != raw_counts(team)
 
@@ -270,13 +266,13 @@ def test_compact_task_runs_in_the_worker(start_worker):
     team = make_team()
     store_batches(team, 6)
     worker = start_worker()
-    assert fold_through_the_worker(team), worker.log()
+    fold_through_the_worker(team, worker)
 
     # when compaction goes through the broker
     tasks.compact.delay()
 
     # then the worker writes their hours and day, each the sum of its minutes
-    assert wait_for(lambda: rollup_counts(team, "day"), timeout=30), worker.log()
+    wait_until(lambda: rollup_counts(team, "day"), timeout=30, message=worker.log)
     minutes = rollup_counts(team)
     for resolution, unit in (("hour", dt.timedelta(hours=1)), ("day", dt.timedelta(days=1))):
         expected: Counts = {}

@@ -18,8 +18,7 @@ from latencyboard.rollups.tasks import fold
 from latencyboard.teams.models import Role
 from tests.factories import make_requests, make_team, make_user
 from tests.latencyboard.notifications.receiver import LOOPBACK_NETWORK, trickling_receiver
-from tests.latencyboard.test_celery_worker import _wait_for
-from tests.support import RunningProcess, start_worker, stop_process
+from tests.support import RunningProcess, start_worker, stop_process, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
@@ -73,11 +72,15 @@ def test_a_receiver_trickling_its_answer_neither_stalls_the_fold_nor_holds_its_w
         fold.delay()
 
         # then team A's spans are folded while the deliveries are being attempted
-        assert _wait_for(lambda: Rollup.objects.filter(team=team_a).exists(), 60), worker.log()
+        wait_until(
+            lambda: Rollup.objects.filter(team=team_a).exists(), timeout=60, message=worker.log
+        )
         # and each delivery is cut at its deadline, to be retried later
-        assert _wait_for(
-            lambda: Delivery.objects.filter(channel=channel, status="retrying").count() == 2, 60
-        ), notifier.log()
+        wait_until(
+            lambda: Delivery.objects.filter(channel=channel, status="retrying").count() == 2,
+            timeout=60,
+            message=notifier.log,
+        )
     details = set(Delivery.objects.filter(channel=channel).values_list("detail", flat=True))
     assert details == {f"timed out after {DELIVERY_TIMEOUT_S} s"}
     assert "Task alerts.send_deliveries[" in notifier.log()

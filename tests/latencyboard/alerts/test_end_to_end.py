@@ -26,8 +26,8 @@ from tests.latencyboard.notifications.receiver import (
     allow_loopback_receivers,
     running_receiver,
 )
-from tests.latencyboard.test_celery_worker import WORKER_ARGV, _wait_for
-from tests.support import RunningProcess, start_process, stop_process
+from tests.latencyboard.test_celery_worker import WORKER_ARGV
+from tests.support import RunningProcess, start_process, stop_process, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
@@ -86,14 +86,18 @@ def test_one_regression_is_one_incident_told_once_acknowledged_and_resolved_ever
 
         # When the worker computes the baselines and evaluates three minutes in a row.
         compute_baselines.delay()
-        assert _wait_for(lambda: Baseline.objects.filter(ready=True).count() == 2), worker.log()
+        wait_until(
+            lambda: Baseline.objects.filter(ready=True).count() == 2,
+            timeout=30,
+            message=worker.log,
+        )
         evaluate.delay()
-        assert _wait_for(lambda: Alert.objects.count() == 2), worker.log()
+        wait_until(lambda: Alert.objects.count() == 2, timeout=30, message=worker.log)
         for _ in range(2):
             evaluate_and_wait(worker)
 
         # Then both stages fire into one incident, and each receiver hears it once.
-        assert _wait_for(all_delivered), worker.log()
+        wait_until(all_delivered, timeout=30, message=worker.log)
         (incident,) = Incident.objects.all()
         alerts = list(incident.alerts.order_by("pk"))
         assert sorted(alert.stage_name for alert in alerts) == ["end-to-end", "model_forward"]
@@ -151,8 +155,8 @@ def test_one_regression_is_one_incident_told_once_acknowledged_and_resolved_ever
             evaluate_and_wait(worker)
 
         # Then every receiver hears it resolved once, under the incident's key.
-        assert _wait_for(lambda: Incident.objects.filter(status="resolved").exists())
-        assert _wait_for(all_delivered), worker.log()
+        wait_until(lambda: Incident.objects.filter(status="resolved").exists(), timeout=30)
+        wait_until(all_delivered, timeout=30, message=worker.log)
         assert (len(hook.requests), len(slack.requests), len(pager.requests)) == (3, 3, 3)
         resolve = pager.requests[2].json()
         assert (resolve["event_action"], resolve["dedup_key"]) == ("resolve", incident.dedup_key)
@@ -191,7 +195,7 @@ def evaluate_and_wait(worker: RunningProcess) -> None:
             for pk, status, at in Alert.objects.values_list("pk", "status", "current_at")
         )
 
-    assert _wait_for(done), worker.log()
+    wait_until(done, timeout=30, message=worker.log)
 
 
 def end_to_end(scene: Scene) -> Scene:

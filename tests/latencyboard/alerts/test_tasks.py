@@ -10,8 +10,8 @@ from django.utils import timezone
 from latencyboard.alerts.models import Alert, Baseline
 from latencyboard.alerts.tasks import compute_baselines, evaluate
 from tests.latencyboard.alerts.scenes import make_scene, put_history, put_minutes
-from tests.latencyboard.test_celery_worker import _wait_for, worker  # noqa: F401 - fixture
-from tests.support import RunningProcess
+from tests.latencyboard.test_celery_worker import worker  # noqa: F401 - fixture
+from tests.support import RunningProcess, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.celery]
 
@@ -24,9 +24,11 @@ def test_the_worker_computes_baselines_then_fires_the_regression(worker: Running
     put_minutes(scene, 10, scale=1.5, now=now)
 
     compute_baselines.delay()
-    assert _wait_for(lambda: Baseline.objects.filter(ready=True).exists()), worker.log()
+    wait_until(lambda: Baseline.objects.filter(ready=True).exists(), timeout=30, message=worker.log)
     evaluate.delay()
 
-    assert _wait_for(lambda: Alert.objects.filter(status="firing").exists()), worker.log()
+    wait_until(
+        lambda: Alert.objects.filter(status="firing").exists(), timeout=30, message=worker.log
+    )
     assert Alert.objects.get().stage == scene.stage
     assert "alerts.evaluate" in worker.log()

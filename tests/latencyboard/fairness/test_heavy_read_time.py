@@ -86,7 +86,7 @@ def test_a_resting_team_keeps_its_slot_and_the_others_are_served(settings, monke
     def read() -> None:
         try:
             with heavy_reads.team_slots([b]):
-                time.sleep(0.1)
+                time.sleep(0.1)  # the read itself, whose time sets the rest
                 read_ended.set()
         finally:
             connections.close_all()
@@ -95,6 +95,8 @@ def test_a_resting_team_keeps_its_slot_and_the_others_are_served(settings, monke
     reader.start()
     try:
         assert read_ended.wait(60)
+        # No event marks the rest: a second is long past when the slot would be given back
+        # without one, and well within its 9.9 s.
         time.sleep(1)
         with pytest.raises(heavy_reads.Busy), heavy_reads.team_slots([b]):
             pass
