@@ -519,6 +519,11 @@ except ValueError as exc:
 ALERT_BASELINE_DAYS = env_int("ALERT_BASELINE_DAYS", 7, minimum=1, maximum=90)
 ALERT_BASELINE_MIN_COUNT = env_int("ALERT_BASELINE_MIN_COUNT", 10_000, minimum=100)
 # An open alert resolves after this many clean evaluations (minutes) in a row.
+# The confidence of the intervals an alert quotes as its evidence (baseline, window and the
+# change); the page says the level. Whether a rule fires is decided at its own significance.
+ALERT_EVIDENCE_CONFIDENCE_PERCENT = env_int(
+    "ALERT_EVIDENCE_CONFIDENCE_PERCENT", 95, minimum=50, maximum=99
+)
 ALERT_CLEAN_EVALUATIONS = env_int("ALERT_CLEAN_EVALUATIONS", 5, minimum=1, maximum=1440)
 # Notification attempts per delivery (429, 5xx and timeouts are retried with backoff).
 ALERT_DELIVERY_MAX_ATTEMPTS = env_int("ALERT_DELIVERY_MAX_ATTEMPTS", 8, minimum=1, maximum=50)

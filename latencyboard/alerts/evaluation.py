@@ -78,6 +78,7 @@ def detector_of(rule: Rule) -> regression.RegressionRule:
     """The regression detector's settings of ``rule``."""
     return regression.RegressionRule(
         significance=rule.significance,
+        confidence=settings.ALERT_EVIDENCE_CONFIDENCE_PERCENT / 100,
         min_relative_effect=rule.min_effect_percent / 100.0,
         min_absolute_effect_ms=rule.min_effect_ms,
         min_baseline_count=settings.ALERT_BASELINE_MIN_COUNT,

@@ -38,8 +38,8 @@ def _interval(interval: Interval) -> dict[str, float | None]:
 
 
 def level_words(confidence: float) -> str:
-    """An interval's ``confidence`` in percent, to the digits it has: 0.95 is "95%", one
-    minus a rule's significance of 1e-5 "99.999%" (never rounded up to 100%)."""
+    """An interval's ``confidence`` in percent, to the digits it has: 0.95 is "95%", 0.99999
+    "99.999%" (never rounded up to 100%)."""
     miss = Decimal(f"{(1.0 - confidence) * 100:.3g}")
     return f"{Decimal(100) - miss:f}%"
 
@@ -47,7 +47,7 @@ def level_words(confidence: float) -> str:
 @dataclass(frozen=True)
 class Changes:
     """Bounds for the change, window minus baseline, of each tested quantile (ms, by
-    quantile), simultaneous at ``confidence`` (the rule's, one minus its significance) over
+    quantile), simultaneous at ``confidence`` (``RegressionRule.confidence``) over
     the quantiles ``over``."""
 
     confidence: float

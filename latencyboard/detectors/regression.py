@@ -166,12 +166,10 @@ class RegressionRule:
     """Below this a stage's baseline is not ready (100 values above its p99)."""
     min_expected_above: float = 5.0
     """A quantile is tested only when the window expects this many values above it."""
-
-    @property
-    def confidence(self) -> float:
-        """Of the quantile intervals kept as evidence: ``1 - significance``, so an alert quotes
-        its intervals at the level it fired at."""
-        return 1.0 - self.significance
+    confidence: float = 0.95
+    """Of the quantile intervals kept as evidence (``ALERT_EVIDENCE_CONFIDENCE_PERCENT``): they
+    describe the change at a level the alert page states. Not the decision's: at one minus a
+    significance of 1e-5 a p99 interval of a 10-minute window mostly has no upper bound."""
 
 
 @dataclass(frozen=True)

@@ -121,22 +121,23 @@ def test_a_slower_stage_fires_one_alert_with_its_evidence_and_queues_its_notific
     ]
 
 
-def test_the_alert_page_notice_and_api_quote_the_change_with_its_interval(client):
-    # Given a stage 50% slower in the last 10 minutes than over its trailing week, watched by
-    # a rule of significance 0.001.
-    scene = make_scene(significance=0.001)
+def test_the_alert_page_notice_and_api_quote_the_change_with_its_interval(client, settings):
+    # Given a stage 50% slower in the last 10 minutes than over its trailing week, and alerts
+    # quoting their intervals at 90%.
+    settings.ALERT_EVIDENCE_CONFIDENCE_PERCENT = 90
+    scene = make_scene()
     put_history(scene)
     put_minutes(scene, 10, scale=1.5)
     compute_baselines(BASELINE_AT)
 
     evaluate_rule(scene.rule.pk, NOW)
 
-    # Then its evidence holds the change's interval at the level the rule fires at, 99.9%,
-    # simultaneous over the quantiles the alert quotes, above 0 and around the change.
+    # Then its evidence holds the change's interval at that level, simultaneous over the
+    # quantiles the alert quotes, above 0 and around the change.
     alert = Alert.objects.get()
     found = alert.evidence["regression"]
     interval = found["change_interval"]
-    assert (interval["confidence"], interval["over"]) == (0.999, ["p50", "p90", "p95", "p99"])
+    assert (interval["confidence"], interval["over"]) == (0.9, ["p50", "p90", "p95", "p99"])
     assert 0 < interval["low_percent"] < found["effect_percent"] < interval["high_percent"]
     assert 0 < interval["low_ms"] < found["effect_ms"] < interval["high_ms"]
     assert alert.current["quantiles"][found["quantile"]]["change_interval"] == interval
@@ -148,8 +149,8 @@ def test_the_alert_page_notice_and_api_quote_the_change_with_its_interval(client
     client.force_login(make_user(scene.team, Role.VIEWER))
     page = client.get(reverse("alerts:detail", kwargs={"alert_id": alert.pk})).content.decode()
     assert f'<dd id="effect-figure">{found["quantile"]} {words}</dd>' in page
-    assert "interval at 99.9%, simultaneous over p50, p90, p95, p99" in page
-    assert "with its 99.9% interval" in page
+    assert "interval at 90%, simultaneous over p50, p90, p95, p99" in page
+    assert "with its 90% interval" in page
     # the notification says it and carries its bounds as numbers,
     notice = notice_of(Delivery.objects.get())
     assert dict(notice.figures)["change"].startswith(f"{words}, +{found['effect_ms']:.1f} ms (")

@@ -5,21 +5,16 @@ from __future__ import annotations
 import pytest
 
 from latencyboard.detectors.evidence import level_words
-from latencyboard.detectors.regression import RegressionRule
 
 
 @pytest.mark.parametrize(
-    ("significance", "words"),
+    ("confidence", "words"),
     [
-        pytest.param(0.05, "95%", id="compare's"),
-        pytest.param(0.025, "97.5%", id="half-percent"),
-        pytest.param(1e-5, "99.999%", id="default rule"),
-        pytest.param(1e-12, "99.9999999999%", id="strictest rule"),
+        pytest.param(0.95, "95%", id="default"),
+        pytest.param(0.975, "97.5%", id="half-percent"),
+        pytest.param(0.99999, "99.999%", id="five nines"),
+        pytest.param(1 - 1e-12, "99.9999999999%", id="never rounded up to 100%"),
     ],
 )
-def test_an_alert_quotes_its_intervals_at_one_minus_its_rules_significance(
-    significance: float, words: str
-) -> None:
-    rule = RegressionRule(significance=significance)
-
-    assert level_words(rule.confidence) == words
+def test_an_alert_states_the_level_of_its_intervals(confidence: float, words: str) -> None:
+    assert level_words(confidence) == words
