@@ -23,7 +23,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
@@ -79,10 +78,15 @@ def _get(obj: dict[str, Any], camel: str, snake: str) -> Any:
 
 
 def _spans_sent(body: bytes, fmt: str) -> int:
-    """Spans in a body the server accepted (so it has the request's structure)."""
+    """Spans in a body the server accepted (so it has the request's structure, though a span
+    may be damaged inside: the server rejects that span alone, where protobuf's own parser
+    refuses the whole body, so spans are counted by their fields)."""
     if fmt == "protobuf":
-        request = ExportTraceServiceRequest.FromString(body)
-        return sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        return sum(
+            len(_fields(scope, 2))
+            for resource in _fields(body, 1)
+            for scope in _fields(resource, 2)
+        )
     # null reads as absent, as in the decoder.
     document = json.loads(body)
     return sum(
@@ -90,6 +94,36 @@ def _spans_sent(body: bytes, fmt: str) -> int:
         for resource in _get(document, "resourceSpans", "resource_spans") or []
         for scope in _get(resource or {}, "scopeSpans", "scope_spans") or []
     )
+
+
+def _fields(message: bytes, number: int) -> list[bytes]:
+    """The length-delimited fields ``number`` of a protobuf ``message``, skipping the rest."""
+    found, at = [], 0
+    while at < len(message):
+        key, at = _varint(message, at)
+        wire_type = key & 7
+        if wire_type == 0:
+            _, at = _varint(message, at)
+        elif wire_type in (1, 5):
+            at += 8 if wire_type == 1 else 4
+        elif wire_type == 2:
+            size, at = _varint(message, at)
+            if key >> 3 == number:
+                found.append(message[at : at + size])
+            at += size
+        else:
+            raise ValueError(f"wire type {wire_type} where the server read the request")
+    return found
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if byte < 0x80:
+            return value, at
 
 
 def _rejected(body: bytes, fmt: str) -> int:
@@ -205,8 +239,11 @@ def test_live_http_listener_never_fails_and_stores_what_it_acknowledges(
 def test_web_app_route_never_fails_and_stores_what_it_acknowledges(client, record_property):
     def send(body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         others = {key: value for key, value in headers.items() if key != "content-type"}
+        # CONTENT_TYPE as well: Django's test client drops the header of an empty body, which
+        # an exporter would send.
+        kind = headers["content-type"]
         response = client.post(
-            "/v1/traces", body, content_type=headers["content-type"], headers=others
+            "/v1/traces", body, content_type=kind, headers=others, CONTENT_TYPE=kind
         )
         return response.status_code, response.content
 
