@@ -13,12 +13,13 @@ sample, as a Prometheus series has gaps.
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
 from django.contrib.auth.models import AnonymousUser, User
 
 from latencyboard import bounds, series_query, series_syntax, windows
@@ -130,34 +131,32 @@ def _samples(
         return []
     row = rows.index(entry.stage_id)
     step = figures.step_seconds
-    first_end = int(figures.start.timestamp()) + step
-    samples = []
-    for bucket in range(figures.bucket_count):
-        end = first_end + bucket * step
-        if not grid.first.timestamp() <= end <= grid.last.timestamp():
-            continue
-        n = int(figures.points.n[row, bucket])
-        value = _value(entry, figures, row, bucket, n, step)
-        if value is not None:
-            samples.append((float(end) if stamp is None else stamp, value))
-    # An instant query: one sample, of the whole lookback.
-    return samples[-1:] if stamp is not None else samples
+    # Bucket i ends at start + (i + 1) * step; a sample is stamped with its bucket's end.
+    ends = int(figures.start.timestamp()) + step * np.arange(1, figures.bucket_count + 1)
+    values, present = _values(entry, figures, row, step)
+    kept = present & (ends >= grid.first.timestamp()) & (ends <= grid.last.timestamp())
+    if stamp is not None:  # an instant query: one sample, of the whole lookback
+        last = np.flatnonzero(kept)[-1:]
+        return [(stamp, float(values[i])) for i in last]
+    return list(zip(ends[kept].astype(np.float64).tolist(), values[kept].tolist(), strict=True))
 
 
-def _value(
-    entry: catalogue.Series, figures: PercentileSeries, row: int, bucket: int, n: int, step: int
-) -> float | None:
+def _values(
+    entry: catalogue.Series, figures: PercentileSeries, row: int, step: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Each bucket's value of ``entry`` in ``row``, and whether the bucket has one: a count and
+    a rate always, a ratio or a quantile only where the bucket has requests (and, for a
+    quantile, a figure)."""
+    n = figures.points.n[row].astype(np.float64)
     if entry.metric == catalogue.REQUESTS:
-        return float(n)
+        return n, np.ones(n.shape, dtype=bool)
     if entry.metric == catalogue.REQUEST_RATE:
-        return n / step
-    if n == 0:
-        return None
+        return n / step, np.ones(n.shape, dtype=bool)
     if entry.metric == catalogue.ERROR_RATIO:
-        return float(figures.points.error_rate[row, bucket])
+        return figures.points.error_rate[row].astype(np.float64), n != 0
     level = figures.quantiles.index(entry.quantile)
-    milliseconds = float(figures.points.quantiles_ms[row, bucket, level])
-    return None if math.isnan(milliseconds) else milliseconds / 1000
+    milliseconds = figures.points.quantiles_ms[row, :, level].astype(np.float64)
+    return milliseconds / 1000, (n != 0) & ~np.isnan(milliseconds)
 
 
 def _attainment(
