@@ -55,7 +55,7 @@ from _fairness_attacks import (
 from _soak_stack import ApiClient, Child, free_ports
 from _stack import ROOT, BenchStack, bench_config, interrupt_on_sigterm, running_redis, write_json
 
-from latencyboard.local.runner import web_command
+from latencyboard.local.runner import serve_without_debug, web_command
 from latencyboard.storage import tables
 
 FIGURES = ROOT / "var" / "bench" / "fairness.json"
@@ -237,6 +237,10 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         (stack.root / "var").mkdir(exist_ok=True)  # beat's schedule file
+        # As make run serves it: DEBUG off (no query log), static files collected.
+        serve_without_debug(stack.env, stack.root / "var")
+        stack.env["STATIC_ROOT"] = str(stack.root / "static")
+        stack.manage("collectstatic", "--no-input")
         ingest = stack.start_ingest(threads=8)
         (web_port,) = free_ports(1)
         try:
