@@ -63,10 +63,10 @@ def test_too_few_values_leave_a_side_open() -> None:
     [
         # compare's own quantiles, at compare's confidence
         ((0.5, 0.95, 0.99), (0.5, 0.95, 0.99), 0.05, 0.95),
-        # an alert rule's, which quotes its rank test's median beside them
+        # an alert rule's, which quotes its rank test's median beside them, at another level
         ((0.9, 0.95, 0.99), (0.5, 0.9, 0.95, 0.99), 0.025, 0.975),
-        # at the default rule's significance
-        ((0.9, 0.95, 0.99), (0.5, 0.9, 0.95, 0.99), 1e-5, 1 - 1e-5),
+        # the default rule's significance, its evidence at the default 95%
+        ((0.9, 0.95, 0.99), (0.5, 0.9, 0.95, 0.99), 1e-5, 0.95),
     ],
 )
 def test_compare_and_an_alert_over_the_same_sketches_quote_the_same_change_interval(
@@ -81,15 +81,17 @@ def test_compare_and_an_alert_over_the_same_sketches_quote_the_same_change_inter
     window = Sketch.from_values(1.5 * rng.lognormal(np.log(20.0), 0.5, 3_000))
     # when the regression detector tests the window against the week and its alert's
     # evidence is written, at firing and as the latest figures
-    rule = RegressionRule(quantiles=rule_quantiles, significance=significance)
+    rule = RegressionRule(
+        quantiles=rule_quantiles, significance=significance, confidence=confidence
+    )
     baseline = Baseline(week, WEEK_END - dt.timedelta(days=7), WEEK_END)
     evaluation = evaluate({"model_forward": baseline}, {"model_forward": window}, rule)
     (stage,) = evaluation.firing
     changes = change_intervals(stage, baseline, window, rule)
     fired = regression_evidence(stage, evaluation, changes)
     latest = current_evidence(stage, changes)["quantiles"]
-    # and compare is asked about the same two sketches and quantiles at one minus the rule's
-    # significance
+    # and compare is asked about the same two sketches and quantiles at the confidence the
+    # alert quotes its evidence at
     compared = compare_sketches(week, window, quantiles=quoted, confidence=confidence)
     # then the alert quotes every one of those quantiles' change with compare's interval,
     # to the last digit, and says at which confidence and over which quantiles
